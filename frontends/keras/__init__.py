@@ -1,0 +1,1 @@
+"""flexflow.keras front end."""

@@ -1,0 +1,1 @@
+"""flexflow.onnx front end."""

@@ -1,0 +1,1 @@
+"""flexflow.torch front end."""

@@ -1,0 +1,1 @@
+"""Operator library: the dataflow graph IR and one module per operator family."""

@@ -1,0 +1,133 @@
+"""The contract every operator implements.
+
+An operator is a small frozen object holding its attributes (kernel size, axis, ...). It answers
+four kinds of question, all without data: what shapes come out (`infer`), what weights it owns
+(`weight_specs`), how its output may be split (`dim_kinds`) and what input/weight boxes one output
+box needs (`input_box`, `weight_box`), and what it costs (`flops`, `bytes`). Its kernels
+(`forward`, `backward`) are written once against an array module `xp` (numpy or cupy) and compute
+one partition, described by a `Part`; on one device the part is the whole tensor.
+
+Gradient conventions, which the executor relies on:
+* `backward` returns one gradient per input, shaped like the input box it was given (None for
+  integer inputs), and one per weight, shaped like the weight box it was given;
+* these are partial sums: when several partitions read the same input or weight region the
+  executor adds their contributions, so a kernel never reduces across partitions itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from .box import Box
+from .spec import DimKind, ShapeError, TensorSpec, WeightSpec
+
+
+@dataclass(frozen=True)
+class Part:
+    """Which piece of an operator a kernel call computes.
+
+    `out_boxes` are the boxes of each output being computed, `in_boxes` the boxes of the input
+    arrays handed to the kernel (which may be clipped at tensor borders, e.g. a convolution halo),
+    `in_shapes` the full input shapes. `seed` makes random ops (dropout) a pure function of
+    (seed, global element index), so every split of a tensor draws the same numbers.
+    """
+
+    out_boxes: tuple[Box, ...]
+    in_boxes: tuple[Box, ...]
+    in_shapes: tuple[tuple[int, ...], ...]
+    training: bool = True
+    seed: int = 0
+
+    @staticmethod
+    def whole(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], training: bool = True,
+              seed: int = 0) -> "Part":
+        return Part(out_boxes=tuple(Box.full(t.shape) for t in outputs),
+                    in_boxes=tuple(Box.full(t.shape) for t in inputs),
+                    in_shapes=tuple(t.shape for t in inputs), training=training, seed=seed)
+
+    @property
+    def out_box(self) -> Box:
+        return self.out_boxes[0]
+
+
+class Operator:
+    """Base class; subclasses are frozen dataclasses of the operator's attributes."""
+
+    type_name: str = "Op"  # FlexFlow's C++ type name, used in default layer names ("Dense_100")
+
+    # ---- shapes and weights -------------------------------------------------------------------
+    def infer(self, inputs: Sequence[TensorSpec]) -> tuple[TensorSpec, ...]:
+        raise NotImplementedError
+
+    def weight_specs(self, inputs: Sequence[TensorSpec]) -> tuple[WeightSpec, ...]:
+        return ()
+
+    # ---- kernels ------------------------------------------------------------------------------
+    def forward(self, xp, xs: Sequence[Any], ws: Sequence[Any], part: Part) -> tuple[list, Any]:
+        """Returns (outputs, saved); `saved` is whatever backward needs."""
+        raise NotImplementedError
+
+    def backward(self, xp, dys: Sequence[Any], saved: Any, part: Part) -> tuple[list, list]:
+        """Returns (input gradients, weight gradients) for the boxes of `part`."""
+        raise NotImplementedError
+
+    # ---- parallelism --------------------------------------------------------------------------
+    def dim_kinds(self, inputs: Sequence[TensorSpec]) -> tuple[DimKind | None, ...]:
+        """Per output dim: how it may be split (None: never). Default: only the batch dim."""
+        rank = self.infer(inputs)[0].ndim
+        return (DimKind.SAMPLE,) + (None,) * (rank - 1)
+
+    def input_box(self, out_box: Box, inputs: Sequence[TensorSpec], index: int) -> Box:
+        """The box of input `index` needed to compute `out_box`. Default: the same box."""
+        return out_box
+
+    def weight_box(self, out_box: Box, inputs: Sequence[TensorSpec], index: int) -> Box:
+        """The box of weight `index` needed to compute `out_box`. Default: all of it."""
+        return Box.full(self.weight_specs(inputs)[index].shape)
+
+    # ---- cost ---------------------------------------------------------------------------------
+    def flops(self, inputs: Sequence[TensorSpec]) -> int:
+        """Forward floating-point operations for the whole tensor (backward ~ 2x)."""
+        return sum(t.size for t in self.infer(inputs))
+
+    def bytes(self, inputs: Sequence[TensorSpec]) -> int:
+        """Bytes a forward pass reads and writes."""
+        return (sum(t.nbytes for t in inputs) + sum(t.nbytes for t in self.infer(inputs))
+                + sum(w.spec.nbytes for w in self.weight_specs(inputs)))
+
+
+def expect_rank(inputs: Sequence[TensorSpec], index: int, ranks: Sequence[int], what: str) -> None:
+    """Raise a ShapeError unless input `index` has one of `ranks`."""
+    shape = inputs[index].shape
+    if len(shape) not in ranks:
+        wanted = " or ".join(f"{r}-d" for r in ranks)
+        raise ShapeError(f"{what} must be {wanted}, got shape {shape}")
+
+
+def expect_float(inputs: Sequence[TensorSpec], index: int, what: str) -> None:
+    if not inputs[index].dtype.startswith("float"):
+        raise ShapeError(f"{what} must be a float tensor, got {inputs[index].dtype}")
+
+
+def expect_count(inputs: Sequence[TensorSpec], count: int, what: str) -> None:
+    if len(inputs) != count:
+        raise ShapeError(f"{what} takes {count} input(s), got {len(inputs)}")
+
+
+def normalize_axis(axis: int, rank: int, what: str) -> int:
+    if not -rank <= axis < rank:
+        raise ShapeError(f"{what}: axis {axis} is out of range for a {rank}-d tensor")
+    return axis % rank
+
+
+def sum_to_shape(xp, grad, shape: Sequence[int]):
+    """Reduce a broadcast gradient back to `shape` (numpy broadcasting rules)."""
+    shape = tuple(shape)
+    extra = grad.ndim - len(shape)
+    if extra:
+        grad = grad.sum(axis=tuple(range(extra)))
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    if axes:
+        grad = grad.sum(axis=axes, keepdims=True)
+    return grad

@@ -1,0 +1,66 @@
+"""Boxes: the one unit of data placement.
+
+A box is a `(start, stop)` pair per tensor dimension, in batch-first (Python) order. A partition of
+an operator computes one box of its output and reads boxes of its inputs and weights; moving data
+between partitions is intersecting boxes. Every placement question in the project reduces to this
+module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+
+@dataclass(frozen=True)
+class Box:
+    """A half-open hyper-rectangle `[start, stop)` per dimension."""
+
+    bounds: tuple[tuple[int, int], ...]
+
+    @staticmethod
+    def full(shape: Sequence[int]) -> "Box":
+        return Box(tuple((0, int(n)) for n in shape))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.bounds)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(stop - start for start, stop in self.bounds)
+
+    @property
+    def starts(self) -> tuple[int, ...]:
+        return tuple(start for start, _ in self.bounds)
+
+    @property
+    def volume(self) -> int:
+        volume = 1
+        for n in self.shape:
+            volume *= max(n, 0)
+        return volume
+
+    def is_empty(self) -> bool:
+        return any(stop <= start for start, stop in self.bounds)
+
+    def intersect(self, other: "Box") -> "Box":
+        if other.ndim != self.ndim:
+            raise ValueError(f"cannot intersect a {self.ndim}-d box with a {other.ndim}-d box")
+        return Box(tuple((max(a0, b0), min(a1, b1))
+                         for (a0, a1), (b0, b1) in zip(self.bounds, other.bounds)))
+
+    def contains(self, other: "Box") -> bool:
+        return all(a0 <= b0 and b1 <= a1 for (a0, a1), (b0, b1) in zip(self.bounds, other.bounds))
+
+    def relative_to(self, outer: "Box") -> tuple[slice, ...]:
+        """Slices that cut this box out of an array holding `outer`."""
+        return tuple(slice(s - o, e - o) for (s, e), (o, _) in zip(self.bounds, outer.bounds))
+
+    def replace(self, dim: int, start: int, stop: int) -> "Box":
+        bounds = list(self.bounds)
+        bounds[dim] = (start, stop)
+        return Box(tuple(bounds))
+
+    def clip(self, shape: Sequence[int]) -> "Box":
+        return self.intersect(Box.full(shape))

@@ -1,0 +1,1 @@
+"""Where and when to compute: strategies, task graphs, the Dask executor."""
