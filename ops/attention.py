@@ -1,0 +1,199 @@
+"""Multi-head attention with the semantics and weight layout of torch.nn.MultiheadAttention.
+
+Inputs are batch-first: query (b, Lq, embed_dim), key (b, Lk, kdim), value (b, Lk, vdim); kdim and
+vdim of 0 mean embed_dim. Each is projected to embed_dim, split into `num_heads` heads of
+embed_dim / num_heads, attended with softmax(Q K^T / sqrt(head_dim)) V, merged and projected by
+`out_proj`. The weights keep torch's layout ((out, in) kernels), so a torch module's weights copy
+over directly. `add_bias_kv` appends a learned row to the projected keys and values, then
+`add_zero_attn` appends a zero row, in torch's order.
+
+Splits: the batch (SAMPLE) and the query length (ATTRIBUTE: each query row attends over all keys,
+so every partition reads key and value whole, and the executor sums their partial gradients).
+The output dim is embed_dim, produced by `out_proj` from all heads together, so head parallelism
+would need a reduction (a sum of the per-head-group products with `out_proj`) and is not declared.
+
+Attention dropout is refused for now: it needs random numbers that are a pure function of
+(seed, global element index) so that every split draws the same mask.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .base import Operator, expect_count, expect_float
+from .box import Box
+from .spec import DimKind, ShapeError, TensorSpec, WeightSpec
+
+
+def _split_heads(x, heads: int):
+    """(b, L, E) -> (b, heads, L, E / heads)."""
+    b, length, embed = x.shape
+    return x.reshape(b, length, heads, embed // heads).transpose(0, 2, 1, 3)
+
+
+def _merge_heads(x):
+    """(b, heads, L, d) -> (b, L, heads * d)."""
+    b, heads, length, d = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(b, length, heads * d)
+
+
+def _linear_backward(dy, x, kernel, with_bias: bool):
+    """Gradients of y = x @ kernel.T (+ bias) over (b, L, features): (dx, [dkernel, dbias])."""
+    dy2 = dy.reshape(-1, dy.shape[-1])
+    grads = [dy2.T @ x.reshape(-1, x.shape[-1])]
+    if with_bias:
+        grads.append(dy2.sum(axis=0))
+    return dy @ kernel, grads
+
+
+@dataclass(frozen=True)
+class MultiHeadAttention(Operator):
+    embed_dim: int
+    num_heads: int
+    kdim: int = 0
+    vdim: int = 0
+    dropout: float = 0.0
+    bias: bool = True
+    add_bias_kv: bool = False
+    add_zero_attn: bool = False
+
+    type_name = "MultiHeadAttention"
+
+    @property
+    def key_dim(self) -> int:
+        return self.kdim or self.embed_dim
+
+    @property
+    def value_dim(self) -> int:
+        return self.vdim or self.embed_dim
+
+    def infer(self, inputs):
+        expect_count(inputs, 3, "multihead_attention (query, key, value)")
+        for i, what in enumerate(("query", "key", "value")):
+            expect_float(inputs, i, f"multihead_attention {what}")
+        q, k, v = inputs
+        shapes = f"query {q.shape}, key {k.shape}, value {v.shape}"
+        if self.embed_dim <= 0 or self.num_heads <= 0 or self.embed_dim % self.num_heads:
+            raise ShapeError(f"multihead_attention embed_dim ({self.embed_dim}) must be a positive "
+                             f"multiple of num_heads ({self.num_heads})")
+        if self.kdim < 0 or self.vdim < 0:
+            raise ShapeError(f"multihead_attention kdim/vdim must be >= 0 (0: embed_dim), got "
+                             f"kdim {self.kdim}, vdim {self.vdim}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ShapeError(f"multihead_attention dropout must be in [0, 1), got {self.dropout}")
+        if self.dropout > 0.0:
+            raise ShapeError("attention dropout > 0 is not supported yet")
+        if q.ndim != 3 or k.ndim != 3 or v.ndim != 3:
+            raise ShapeError(f"multihead_attention inputs must be 3-d (batch, seq, dim), got "
+                             f"{shapes}")
+        expected = ((q.shape[0], q.shape[1], self.embed_dim),
+                    (q.shape[0], k.shape[1], self.key_dim),
+                    (q.shape[0], k.shape[1], self.value_dim))
+        if (q.shape, k.shape, v.shape) != expected:
+            raise ShapeError(f"multihead_attention expects query (b, Lq, embed_dim="
+                             f"{self.embed_dim}), key (b, Lk, kdim={self.key_dim}), value (b, Lk, "
+                             f"vdim={self.value_dim}), got {shapes}")
+        return (TensorSpec(q.shape, q.dtype),)
+
+    def weight_specs(self, inputs):
+        e = self.embed_dim
+        specs = [WeightSpec("q_proj", (e, e), "kernel", e, e),
+                 WeightSpec("k_proj", (e, self.key_dim), "kernel", self.key_dim, e),
+                 WeightSpec("v_proj", (e, self.value_dim), "kernel", self.value_dim, e)]
+        if self.bias:
+            specs += [WeightSpec(name, (e,), "bias") for name in ("q_bias", "k_bias", "v_bias")]
+        specs.append(WeightSpec("out_proj", (e, e), "kernel", e, e))
+        if self.bias:
+            specs.append(WeightSpec("out_bias", (e,), "bias"))
+        if self.add_bias_kv:
+            specs += [WeightSpec(name, (1, 1, e), "bias") for name in ("bias_k", "bias_v")]
+        return tuple(specs)
+
+    def _unpack(self, ws):
+        """Weights in spec order -> (kernels q/k/v, biases q/k/v or Nones, out kernel, out bias,
+        bias_k, bias_v)."""
+        ws = list(ws)
+        kernels = ws[:3]
+        biases = ws[3:6] if self.bias else [None] * 3
+        rest = ws[6:] if self.bias else ws[3:]
+        out_kernel = rest[0]
+        out_bias = rest[1] if self.bias else None
+        bias_kv = rest[-2:] if self.add_bias_kv else (None, None)
+        return kernels, biases, out_kernel, out_bias, bias_kv
+
+    def forward(self, xp, xs, ws, part):
+        kernels, biases, out_kernel, out_bias, bias_kv = self._unpack(ws)
+        projected = []
+        for x, kernel, bias in zip(xs, kernels, biases):
+            y = x @ kernel.T
+            projected.append(y + bias if self.bias else y)
+        q, k, v = projected
+        batch = q.shape[0]
+        extra = []  # rows appended to the projected keys and values: bias_kv, then zeros
+        if self.add_bias_kv:
+            extra.append(bias_kv)
+        if self.add_zero_attn:
+            zero = xp.zeros((1, 1, self.embed_dim), dtype=k.dtype)
+            extra.append((zero, zero))
+        if extra:
+            k = xp.concatenate([k] + [xp.broadcast_to(bk, (batch, 1, self.embed_dim))
+                                      for bk, _ in extra], axis=1)
+            v = xp.concatenate([v] + [xp.broadcast_to(bv, (batch, 1, self.embed_dim))
+                                      for _, bv in extra], axis=1)
+        qh, kh, vh = (_split_heads(t, self.num_heads) for t in (q, k, v))
+        scale = 1.0 / math.sqrt(self.embed_dim // self.num_heads)
+        scores = (qh @ kh.swapaxes(-1, -2)) * scale
+        scores = xp.exp(scores - scores.max(axis=-1, keepdims=True))
+        attn = scores / scores.sum(axis=-1, keepdims=True)
+        context = _merge_heads(attn @ vh)
+        out = context @ out_kernel.T
+        if self.bias:
+            out = out + out_bias
+        return [out], (xs, kernels, out_kernel, qh, kh, vh, attn, context, scale)
+
+    def backward(self, xp, dys, saved, part):
+        xs, kernels, out_kernel, qh, kh, vh, attn, context, scale = saved
+        (dy,) = dys
+        dcontext, out_grads = _linear_backward(dy, context, out_kernel, self.bias)
+        dctx = _split_heads(dcontext, self.num_heads)
+        dattn = dctx @ vh.swapaxes(-1, -2)
+        dvh = attn.swapaxes(-1, -2) @ dctx
+        dscores = attn * (dattn - (dattn * attn).sum(axis=-1, keepdims=True)) * scale
+        dq = _merge_heads(dscores @ kh)
+        dk = _merge_heads(dscores.swapaxes(-1, -2) @ qh)
+        dv = _merge_heads(dvh)
+        length = xs[1].shape[1]
+        # the rows after the real keys/values: bias_k/bias_v get the sum over the batch of theirs,
+        # the zero rows are constants
+        bias_kv_grads = [dk[:, length:length + 1].sum(axis=0, keepdims=True),
+                         dv[:, length:length + 1].sum(axis=0, keepdims=True)]
+        dk, dv = dk[:, :length], dv[:, :length]
+        dxs, kernel_grads, bias_grads = [], [], []
+        for dproj, x, kernel in zip((dq, dk, dv), xs, kernels):
+            dx, grads = _linear_backward(dproj, x, kernel, self.bias)
+            dxs.append(dx)
+            kernel_grads.append(grads[0])
+            bias_grads += grads[1:]
+        grads = kernel_grads + bias_grads + out_grads
+        if self.add_bias_kv:
+            grads += bias_kv_grads
+        return dxs, grads
+
+    def dim_kinds(self, inputs):
+        return DimKind.SAMPLE, DimKind.ATTRIBUTE, None
+
+    def input_box(self, out_box, inputs, index):
+        batch = out_box.bounds[0]
+        if index == 0:
+            return out_box
+        _, length, dim = inputs[index].shape
+        return Box((batch, (0, length), (0, dim)))
+
+    def flops(self, inputs):
+        q, k, v = inputs
+        b, lq, e = q.shape
+        lk = k.shape[1] + self.add_bias_kv + self.add_zero_attn
+        projections = 2 * e * (q.size + k.size + v.size + b * lq * e)
+        attention = 4 * b * lq * lk * e  # Q K^T and attn V
+        return projections + attention + 5 * b * self.num_heads * lq * lk  # softmax
