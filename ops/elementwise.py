@@ -1,0 +1,194 @@
+"""Element-wise operators: one input (`ElementUnary`) or two broadcast inputs (`ElementBinary`).
+
+Every output element depends only on the input element(s) at the same position, so every output
+dim splits without communication. This module also owns `independent_dim_kinds`, the SOAP kinds of
+such dims, which the other layout-preserving operators (softmax, dropout, concat, ...) reuse.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from .activation import activate, activate_backward
+from .base import Operator, expect_count, expect_float, sum_to_shape
+from .box import Box
+from .spec import DimKind, ShapeError, TensorSpec
+
+
+def independent_dim_kinds(rank: int, fixed: Sequence[int] = ()) -> tuple[DimKind | None, ...]:
+    """Kinds of dims along which elements are computed independently: the batch dim (0) is
+    SAMPLE, the others ATTRIBUTE, and the dims in `fixed` (e.g. a reduction axis) None."""
+    return tuple(None if d in fixed else DimKind.SAMPLE if d == 0 else DimKind.ATTRIBUTE
+                 for d in range(rank))
+
+
+# ---- unary ------------------------------------------------------------------------------------
+
+_ACTIVATION_FUNCS = {"relu": "ReLU", "sigmoid": "Sigmoid", "tanh": "Tanh", "elu": "Elu",
+                     "gelu": "Gelu"}
+_PLAIN_FUNCS = {"identity": "Identity", "exp": "Exp", "rsqrt": "Rsqrt"}
+_SCALAR_FUNCS = {"pow": "Pow", "scalar_multiply": "ScalarMultiply", "scalar_add": "ScalarAdd",
+                 "scalar_sub": "ScalarSub", "scalar_true_divide": "ScalarTrueDiv"}
+UNARY_FUNCS = {**_ACTIVATION_FUNCS, **_PLAIN_FUNCS, **_SCALAR_FUNCS}
+
+
+@dataclass(frozen=True)
+class ElementUnary(Operator):
+    """y = func(x), or y = x <op> scalar for pow and the scalar_* funcs (scalar = the exponent or
+    the operand; the other funcs take no scalar)."""
+
+    func: str
+    scalar: float | None = None
+
+    @property
+    def type_name(self) -> str:
+        return UNARY_FUNCS.get(self.func, "ElementUnary")
+
+    def infer(self, inputs):
+        expect_count(inputs, 1, self.func)
+        expect_float(inputs, 0, f"{self.func} input")
+        if self.func not in UNARY_FUNCS:
+            raise ShapeError(f"unknown element-wise function {self.func!r}; expected one of "
+                             f"{tuple(UNARY_FUNCS)}")
+        needs_scalar = self.func in _SCALAR_FUNCS
+        if needs_scalar != (self.scalar is not None):
+            wanted = "a scalar" if needs_scalar else "no scalar"
+            raise ShapeError(f"{self.func} takes {wanted}, got scalar={self.scalar!r}")
+        if self.func == "scalar_true_divide" and self.scalar == 0:
+            raise ShapeError("scalar_true_divide by 0")
+        return (TensorSpec(inputs[0].shape, inputs[0].dtype),)
+
+    def forward(self, xp, xs, ws, part):
+        (x,) = xs
+        func = self.func
+        if func in _ACTIVATION_FUNCS:
+            y, saved = activate(xp, func, x)
+            return [y], saved
+        # float() keeps a numpy float64 scalar from promoting a float32 tensor.
+        s = None if self.scalar is None else float(self.scalar)
+        if func == "identity":
+            return [x], None
+        if func == "exp":
+            y = xp.exp(x)
+            return [y], y
+        if func == "rsqrt":
+            y = 1.0 / xp.sqrt(x)
+            return [y], y
+        if func == "pow":
+            return [x ** s], x
+        if func == "scalar_multiply":
+            return [x * s], None
+        if func == "scalar_add":
+            return [x + s], None
+        if func == "scalar_sub":
+            return [x - s], None
+        return [x / s], None  # scalar_true_divide
+
+    def backward(self, xp, dys, saved, part):
+        (dy,) = dys
+        func = self.func
+        if func in _ACTIVATION_FUNCS:
+            return [activate_backward(xp, func, dy, saved)], []
+        s = None if self.scalar is None else float(self.scalar)
+        if func == "exp":
+            dx = dy * saved
+        elif func == "rsqrt":
+            dx = -0.5 * dy * saved * saved * saved
+        elif func == "pow":
+            dx = dy * s * saved ** (s - 1.0)
+        elif func == "scalar_multiply":
+            dx = dy * s
+        elif func == "scalar_true_divide":
+            dx = dy / s
+        else:  # identity, scalar_add, scalar_sub
+            dx = dy
+        return [dx], []
+
+    def dim_kinds(self, inputs):
+        return independent_dim_kinds(inputs[0].ndim)
+
+
+# ---- binary -----------------------------------------------------------------------------------
+
+BINARY_FUNCS = {"add": "Add", "subtract": "Sub", "multiply": "Mul", "divide": "Div",
+                "maximum": "Max", "minimum": "Min"}
+
+
+def broadcast_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
+    """numpy's broadcast of two shapes; ShapeError naming both when they do not broadcast."""
+    rank = max(len(a), len(b))
+    a1 = (1,) * (rank - len(a)) + tuple(a)
+    b1 = (1,) * (rank - len(b)) + tuple(b)
+    if any(m != n and 1 not in (m, n) for m, n in zip(a1, b1)):
+        raise ShapeError(f"shapes {tuple(a)} and {tuple(b)} do not broadcast (each dim, aligned "
+                         f"from the right, must be equal or 1)")
+    return tuple(max(m, n) for m, n in zip(a1, b1))
+
+
+def broadcast_box(out_box: Box, shape: Sequence[int]) -> Box:
+    """The box of an input of `shape`, broadcast to the output, that `out_box` reads: missing
+    leading dims dropped and size-1 dims read whole."""
+    bounds = out_box.bounds[out_box.ndim - len(shape):]
+    return Box(tuple((0, 1) if n == 1 else b for b, n in zip(bounds, shape)))
+
+
+@dataclass(frozen=True)
+class ElementBinary(Operator):
+    """y = func(a, b) with numpy broadcasting of a and b (either may broadcast).
+
+    A broadcast input is read by every partition of the output dims it is broadcast along; its
+    gradient is summed over those dims here and across partitions by the executor.
+    """
+
+    func: str
+
+    @property
+    def type_name(self) -> str:
+        return BINARY_FUNCS.get(self.func, "ElementBinary")
+
+    def infer(self, inputs):
+        expect_count(inputs, 2, self.func)
+        expect_float(inputs, 0, f"{self.func} input 0")
+        expect_float(inputs, 1, f"{self.func} input 1")
+        if self.func not in BINARY_FUNCS:
+            raise ShapeError(f"unknown element-wise function {self.func!r}; expected one of "
+                             f"{tuple(BINARY_FUNCS)}")
+        a, b = inputs
+        if a.dtype != b.dtype:
+            raise ShapeError(f"{self.func} inputs must have one dtype, got {a.dtype} {a.shape} "
+                             f"and {b.dtype} {b.shape}")
+        return (TensorSpec(broadcast_shape(a.shape, b.shape), a.dtype),)
+
+    def forward(self, xp, xs, ws, part):
+        a, b = xs
+        ops = {"add": lambda: a + b, "subtract": lambda: a - b, "multiply": lambda: a * b,
+               "divide": lambda: a / b, "maximum": lambda: xp.maximum(a, b),
+               "minimum": lambda: xp.minimum(a, b)}
+        return [ops[self.func]()], (a, b)
+
+    def backward(self, xp, dys, saved, part):
+        a, b = saved
+        (dy,) = dys
+        func = self.func
+        if func == "add":
+            da, db = dy, dy
+        elif func == "subtract":
+            da, db = dy, -dy
+        elif func == "multiply":
+            da, db = dy * b, dy * a
+        elif func == "divide":
+            da = dy / b
+            db = -da * a / b
+        else:
+            # Ties share the gradient equally, as in PyTorch.
+            wins = (a > b) if func == "maximum" else (a < b)
+            weight = (wins + 0.5 * (a == b)).astype(dy.dtype, copy=False)
+            da, db = dy * weight, dy * (1.0 - weight)
+        return [sum_to_shape(xp, da, a.shape), sum_to_shape(xp, db, b.shape)], []
+
+    def dim_kinds(self, inputs):
+        return independent_dim_kinds(self.infer(inputs)[0].ndim)
+
+    def input_box(self, out_box, inputs, index):
+        return broadcast_box(out_box, inputs[index].shape)
