@@ -1,0 +1,100 @@
+"""Data loaders: feed a model input (or the label) batch by batch from a host array.
+
+Batches are read sequentially from sample 0 with no shuffling, as FlexFlow does; `next_batch`
+hands the model a view of the next `batch_size` samples, which the devices slice further to the
+boxes their partitions need.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .ops.spec import ShapeError
+from .tensor import Tensor
+from .type import NUMPY_DTYPE
+
+
+class SingleDataLoader:
+    def __init__(self, ffmodel, input: Tensor, full_input, num_samples: int | None = None,
+                 data_type=None):
+        array = full_input._attached if isinstance(full_input, Tensor) else full_input
+        if array is None:
+            raise ShapeError(f"data loader for {ffmodel._tensor_name(input._id)}: the full tensor "
+                             f"has no data; call attach_numpy_array on it first")
+        self._model = ffmodel
+        self._input = input
+        self._array = check_full_array(ffmodel, input, array)
+        self._num_samples = len(self._array) if num_samples is None else int(num_samples)
+        if not 0 < self._num_samples <= len(self._array):
+            raise ShapeError(f"data loader: num_samples {self._num_samples} must be in "
+                             f"1..{len(self._array)}")
+        self._position = 0
+
+    @property
+    def num_samples(self) -> int:
+        return self._num_samples
+
+    @num_samples.setter
+    def num_samples(self, value: int) -> None:
+        self._num_samples = int(value)
+
+    def get_num_samples(self) -> int:
+        return self._num_samples
+
+    def set_num_samples(self, value: int) -> None:
+        self.num_samples = value
+
+    def reset(self) -> None:
+        self._position = 0
+
+    def next_batch(self, ffmodel=None) -> None:
+        batch = self._input.dims[0]
+        if self._position + batch > self._num_samples:
+            self._position = 0
+        self._model._feed(self._input._id, self._array[self._position:self._position + batch])
+        self._position += batch
+
+
+def check_full_array(ffmodel, tensor: Tensor, array) -> np.ndarray:
+    """The array a loader may read batches of `tensor` from, or a ShapeError saying why not."""
+    array = np.asarray(array)
+    name = ffmodel._tensor_name(tensor._id)
+    expected_dtype = NUMPY_DTYPE[tensor.data_type]
+    if array.ndim != tensor.num_dims or tuple(array.shape[1:]) != tensor.dims[1:]:
+        raise ShapeError(f"data for {name}: expected an array of shape (num_samples,) + "
+                         f"{tensor.dims[1:]}, got {tuple(array.shape)}")
+    if array.dtype != np.dtype(expected_dtype):
+        raise ShapeError(f"data for {name}: expected dtype {expected_dtype}, got {array.dtype}")
+    if len(array) < tensor.dims[0]:
+        raise ShapeError(f"data for {name}: {len(array)} samples is fewer than one batch of "
+                         f"{tensor.dims[0]}")
+    return np.ascontiguousarray(array)
+
+
+class _PairedLoader:
+    """FlexFlow's legacy loaders that feed an input and its label together."""
+
+    def __init__(self, ffmodel, input, label, full_input=None, full_label=None,
+                 num_samples=0, *args):
+        self._loaders = [SingleDataLoader(ffmodel, input, full_input, num_samples or None),
+                         SingleDataLoader(ffmodel, label, full_label, num_samples or None)]
+
+    @property
+    def num_samples(self) -> int:
+        return self._loaders[0].num_samples
+
+    def next_batch(self, ffmodel=None) -> None:
+        for loader in self._loaders:
+            loader.next_batch(ffmodel)
+
+    def reset(self) -> None:
+        for loader in self._loaders:
+            loader.reset()
+
+
+class DataLoader2D(_PairedLoader):
+    pass
+
+
+class DataLoader4D(_PairedLoader):
+    pass

@@ -1,0 +1,46 @@
+"""MNIST: `load_data()` -> `(x_train, y_train), (x_test, y_test)` as uint8 arrays of shapes
+(60000, 28, 28), (60000,), (10000, 28, 28), (10000,).
+
+Reads Keras's `mnist.npz`, or the four original IDX files (`train-images-idx3-ubyte` etc., plain
+or `.gz`), from the folders of `files.search_dirs()`.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+
+from .files import DatasetNotFound, find
+
+IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+             "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+
+
+def load_data(path: str = "mnist.npz"):
+    npz = find(path)
+    if npz is not None:
+        with np.load(npz, allow_pickle=False) as data:
+            return (data["x_train"], data["y_train"]), (data["x_test"], data["y_test"])
+    found = [find(name, name + ".gz") for name in IDX_FILES]
+    if all(found):
+        x_train, y_train, x_test, y_test = (read_idx(p) for p in found)
+        return (x_train, y_train), (x_test, y_test)
+    raise DatasetNotFound("mnist", [path] + [f"{n}[.gz]" for n in IDX_FILES])
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """An IDX file (big-endian header: 0, 0, type 0x08 = ubyte, ndim; then the dims)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
+        raise ValueError(f"{path}: not an unsigned-byte IDX file")
+    ndim = data[3]
+    dims = tuple(int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
+    body = np.frombuffer(data, np.uint8, offset=4 + 4 * ndim)
+    if body.size != int(np.prod(dims)):
+        raise ValueError(f"{path}: header says {dims} ({int(np.prod(dims))} bytes), file has "
+                         f"{body.size}")
+    return body.reshape(dims)

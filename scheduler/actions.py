@@ -1,0 +1,207 @@
+"""What a task does on its device. Actions are plain frozen data; `run(store, ctx, out)` does the
+work against the device's `DeviceStore`, with `ctx` (a `Context`) holding the model and this
+iteration's inputs, and `out` collecting what must leave the device: data for other devices
+(`out[device]`) and metric sums for the client (`out["metrics"]`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..ops.base import Part
+from ..ops.box import Box
+from ..ops.graph import Graph
+from .store import DeviceStore, WeightKey
+
+BUFFER_ROLES = ("running_mean", "running_var")  # weights no optimizer touches
+
+
+class LossFunction(Protocol):
+    def __call__(self, xp, output, label) -> tuple[Any, dict[str, float]]:
+        """Gradient of the loss w.r.t. `output` (or the softmax input) and metric sums."""
+
+
+class Optimizer(Protocol):
+    def init_state(self, xp, weight) -> Any: ...
+
+    def update(self, xp, weight, grad, state, step: int) -> None: ...
+
+
+@dataclass
+class Context:
+    graph: Graph
+    loss: LossFunction | None = None
+    optimizer: Optimizer | None = None
+    feeds: dict[int, Any] | None = None  # tensor id -> host array of the current batch
+    step: int = 0        # iterations run, seeds dropout
+    updates: int = 0     # optimizer steps taken (Adam's bias correction)
+    training: bool = True
+
+
+class Action:
+    def run(self, store: DeviceStore, ctx: Context, out: dict) -> None:
+        raise NotImplementedError
+
+
+def _emit(out: dict, device: int, item: tuple) -> None:
+    out.setdefault(device, []).append(item)
+
+
+@dataclass(frozen=True)
+class Load(Action):
+    """Slice this device's box of a fed tensor (an input batch or the label) out of the batch."""
+
+    tensor: int
+    box: Box
+
+    def run(self, store, ctx, out):
+        host = ctx.feeds[self.tensor]
+        store.put(self.tensor, self.box, store.xp.asarray(host[self.box.relative_to(
+            Box.full(host.shape))]))
+
+
+@dataclass(frozen=True)
+class Fill(Action):
+    """A constant tensor's box, made on the device that reads it."""
+
+    tensor: int
+    box: Box
+    value: float
+
+    def run(self, store, ctx, out):
+        dtype = ctx.graph.tensors[self.tensor].spec.dtype
+        store.put(self.tensor, self.box, store.xp.full(self.box.shape, self.value, dtype))
+
+
+@dataclass(frozen=True)
+class Forward(Action):
+    layer: int
+    part: int
+    out_boxes: tuple[Box, ...]
+    in_boxes: tuple[Box, ...]
+    weight_keys: tuple[WeightKey, ...]
+
+    def run(self, store, ctx, out):
+        layer = ctx.graph.layers[self.layer]
+        xs = [store.read(t, b) for t, b in zip(layer.inputs, self.in_boxes)]
+        ws = [store.weights[k] for k in self.weight_keys]
+        part = Part(self.out_boxes, self.in_boxes,
+                    tuple(ctx.graph.tensors[t].spec.shape for t in layer.inputs),
+                    ctx.training, seed=ctx.step * 7919 + layer.index)
+        ys, saved = layer.op.forward(store.xp, xs, ws, part)
+        for tensor, box, y in zip(layer.outputs, self.out_boxes, ys):
+            store.put(tensor, box, y)
+        store.saved[(self.layer, self.part)] = (saved, part, self)
+
+
+@dataclass(frozen=True)
+class Backward(Action):
+    layer: int
+    part: int
+
+    def run(self, store, ctx, out):
+        layer = ctx.graph.layers[self.layer]
+        saved, part, fwd = store.saved.pop((self.layer, self.part))
+        dys = [store.read_grad(t, b) for t, b in zip(layer.outputs, fwd.out_boxes)]
+        dxs, dws = layer.op.backward(store.xp, dys, saved, part)
+        for tensor, box, dx in zip(layer.inputs, fwd.in_boxes, dxs):
+            if dx is not None:
+                store.add_grad(tensor, box, dx)
+        for key, dw in zip(fwd.weight_keys, dws):
+            if dw is None:
+                continue
+            if key in store.weight_grads:
+                store.weight_grads[key] = store.weight_grads[key] + dw
+            else:
+                store.weight_grads[key] = dw
+
+
+@dataclass(frozen=True)
+class Loss(Action):
+    """Loss gradient and metric sums for one box of the model output."""
+
+    output: int
+    box: Box
+    label: int
+    label_box: Box
+    grad_tensor: int  # the output, or the softmax's input when the loss goes through it
+
+    def run(self, store, ctx, out):
+        grad, sums = ctx.loss(store.xp, store.read(self.output, self.box),
+                              store.read(self.label, self.label_box))
+        store.add_grad(self.grad_tensor, self.box, grad)
+        out.setdefault("metrics", []).append(sums)
+
+
+@dataclass(frozen=True)
+class Send(Action):
+    tensor: int
+    box: Box
+    dst: int
+    grad: bool
+
+    def run(self, store, ctx, out):
+        array = (store.read_grad if self.grad else store.read)(self.tensor, self.box)
+        _emit(out, self.dst, ("grad" if self.grad else "value", self.tensor, self.box, array))
+
+
+@dataclass(frozen=True)
+class SendWeightGrad(Action):
+    key: WeightKey
+    dst: int
+
+    def run(self, store, ctx, out):
+        grad = store.weight_grads.get(self.key)
+        if grad is not None:
+            _emit(out, self.dst, ("wgrad", self.key, grad))
+
+
+@dataclass(frozen=True)
+class Update(Action):
+    key: WeightKey
+
+    def run(self, store, ctx, out):
+        grad = store.weight_grads.get(self.key)
+        for extra in store.incoming_wgrads.pop(self.key, []):
+            grad = extra if grad is None else grad + extra
+        if grad is None:
+            return
+        weight = store.weights[self.key]
+        if self.key not in store.opt_state:
+            store.opt_state[self.key] = ctx.optimizer.init_state(store.xp, weight)
+        ctx.optimizer.update(store.xp, weight, grad, store.opt_state[self.key], ctx.updates)
+
+
+@dataclass(frozen=True)
+class SendWeight(Action):
+    key: WeightKey
+    dst: int
+
+    def run(self, store, ctx, out):
+        _emit(out, self.dst, ("weight", self.key, store.weights[self.key]))
+
+
+@dataclass(frozen=True)
+class Receive(Action):
+    """Marks where a device takes in data no later task of the phase reads (new weights): the
+    executor applies a group's incoming data before its tasks run, so this does nothing more."""
+
+    def run(self, store, ctx, out):
+        pass
+
+
+def receive(store: DeviceStore, items) -> None:
+    """Apply what other devices sent to this one."""
+    for item in items:
+        kind = item[0]
+        if kind == "value":
+            store.put(item[1], item[2], store.xp.asarray(item[3]))
+        elif kind == "grad":
+            store.add_grad(item[1], item[2], store.xp.asarray(item[3]), received=True)
+        elif kind == "wgrad":
+            store.incoming_wgrads.setdefault(item[1], []).append(store.xp.asarray(item[2]))
+        elif kind == "weight":
+            store.weights[item[1]][...] = store.xp.asarray(item[2])
+        else:
+            raise ValueError(f"unknown item kind {kind!r}")

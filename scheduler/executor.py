@@ -1,0 +1,174 @@
+"""Lowers a TaskGraph to a Dask graph and runs it; owns the devices' stores.
+
+Fusion ("few hops"): every task gets an epoch, the number of cross-device dependencies on its
+longest path; the tasks of one device with the same epoch run as one Dask task, in graph order.
+A data-parallel iteration is then: forward+backward on each device (epoch 0), gradient exchange
+and update on the owner (epoch 1), new weights back to the replicas (epoch 2). One device is
+always a single task per phase.
+
+This executor runs in-process on Dask's synchronous scheduler, with one `DeviceStore` per device
+in this process: the one-device default, and the reference the distributed executor must match.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import dask.local
+
+from ..ops.box import Box
+from .actions import Context, receive
+from .store import DeviceStore, WeightKey
+from .taskgraph import Task, TaskGraph
+
+
+@dataclass(frozen=True)
+class Group:
+    """Tasks fused into one Dask task: run on `device` in order."""
+
+    name: str
+    device: int
+    tasks: tuple[Task, ...]
+    receive_from: tuple[str, ...]  # group keys whose data for this device are applied here
+    after: tuple[str, ...]         # other group keys this one must follow
+
+
+def fuse(tasks: Sequence[Task]) -> list[Group]:
+    """Group `tasks` (a topologically ordered subset of a TaskGraph) by (device, epoch)."""
+    keys = {t.key: t for t in tasks}
+    epoch: dict[str, int] = {}
+    for task in tasks:
+        epoch[task.key] = max([epoch[d] + (keys[d].device != task.device)
+                               for d in task.deps if d in keys] or [0])
+    members: dict[tuple[int, int], list[Task]] = defaultdict(list)
+    for task in tasks:
+        members[(task.device, epoch[task.key])].append(task)
+    ordered = sorted(members, key=lambda g: (g[1], g[0]))
+    name = {g: f"{members[g][0].key.rsplit('-', 1)[0]}-d{g[0]}e{g[1]}" for g in ordered}
+    received: set[tuple[str, int]] = set()
+    groups = []
+    previous_on_device: dict[int, str] = {}
+    for g in ordered:
+        sources = []
+        for task in members[g]:
+            for d in task.deps:
+                if d in keys and keys[d].device != g[0]:
+                    sources.append(name[(keys[d].device, epoch[d])])
+        sources = list(dict.fromkeys(sources))
+        receive_from = [s for s in sources if (s, g[0]) not in received]
+        received.update((s, g[0]) for s in receive_from)
+        after = [s for s in sources if s not in receive_from]
+        if g[0] in previous_on_device:
+            after.append(previous_on_device[g[0]])
+        previous_on_device[g[0]] = name[g]
+        groups.append(Group(name[g], g[0], tuple(members[g]), tuple(receive_from), tuple(after)))
+    return groups
+
+
+def run_group(ctx: Context, store: DeviceStore, group: Group, *incoming) -> dict:
+    for sent in incoming[:len(group.receive_from)]:
+        receive(store, sent.get(store.device, ()))
+    out: dict = {}
+    for task in group.tasks:
+        task.action.run(store, ctx, out)
+    return out
+
+
+class LocalExecutor:
+    """Runs every device's tasks in this process (devices are stores, not workers)."""
+
+    def __init__(self, taskgraph: TaskGraph, ctx: Context, num_devices: int, xp):
+        self.taskgraph = taskgraph
+        self.ctx = ctx
+        self.stores = [DeviceStore(d, xp) for d in range(num_devices)]
+        self._plans: dict[tuple[str, ...], tuple[dict, list[str]]] = {}
+
+    def plan(self, phases: tuple[str, ...]):
+        if phases not in self._plans:
+            groups = fuse(self.taskgraph.phase(*phases))
+            dsk = {g.name: (run_group, self.ctx, self.stores[g.device], g,
+                            *g.receive_from, *g.after) for g in groups}
+            self._plans[phases] = (dsk, [g.name for g in groups])
+        return self._plans[phases]
+
+    def run(self, *phases: str) -> list[dict[str, float]]:
+        """Run the tasks of `phases`; returns the metric sums the loss tasks produced."""
+        if "forward" in phases:
+            for store in self.stores:
+                store.clear_iteration()
+        dsk, keys = self.plan(tuple(phases))
+        metrics = []
+        for out in dask.local.get_sync(dsk, keys):
+            metrics.extend(out.get("metrics", ()))
+        return metrics
+
+    # ---- host access ----------------------------------------------------------------------------
+    def _weight_boxes(self, owner: int, index: int) -> list[tuple[WeightKey, list[int]]]:
+        return [(k, devices) for k, devices in self.taskgraph.weight_devices.items()
+                if k[0] == owner and k[1] == index]
+
+    def set_weight(self, owner: int, index: int, array) -> None:
+        full = Box.full(array.shape)
+        for key, devices in self._weight_boxes(owner, index):
+            for d in devices:
+                store = self.stores[d]
+                piece = array[key[2].relative_to(full)]
+                if key in store.weights:
+                    store.weights[key][...] = store.xp.asarray(piece)
+                else:
+                    store.weights[key] = store.xp.array(piece, dtype="float32")
+
+    def get_weight(self, owner: int, index: int, shape: tuple[int, ...]):
+        import numpy
+
+        out = numpy.empty(shape, numpy.float32)
+        full = Box.full(shape)
+        for key, devices in self._weight_boxes(owner, index):
+            out[key[2].relative_to(full)] = _to_host(self.stores[devices[0]].weights[key])
+        return out
+
+    def zero_gradients(self) -> None:
+        for store in self.stores:
+            store.weight_grads.clear()
+
+    def get_weight_grad(self, owner: int, index: int, shape: tuple[int, ...]):
+        """The summed gradient of a weight over all devices that computed a part of it."""
+        import numpy
+
+        out = numpy.zeros(shape, numpy.float32)
+        full = Box.full(shape)
+        for key, devices in self._weight_boxes(owner, index):
+            for d in devices:
+                grad = self.stores[d].weight_grads.get(key)
+                if grad is not None:
+                    out[key[2].relative_to(full)] += _to_host(grad)
+        return out
+
+    def get_value(self, tensor: int, shape: tuple[int, ...], dtype: str):
+        import numpy
+
+        out = numpy.empty(shape, dtype)
+        full = Box.full(shape)
+        for store in self.stores:
+            for box, array in store.values.get(tensor, ()):
+                out[box.relative_to(full)] = _to_host(array)
+        return out
+
+    def get_grad(self, tensor: int, shape: tuple[int, ...]):
+        """Sum of the gradient pieces each device computed itself (received copies excluded)."""
+        import numpy
+
+        out = numpy.zeros(shape, numpy.float32)
+        full = Box.full(shape)
+        for store in self.stores:
+            for box, array in store.grads.get(tensor, ()):
+                out[box.relative_to(full)] += _to_host(array)
+        return out
+
+
+def _to_host(array) -> Any:
+    """A numpy view or copy of a device array (cupy arrays have `.get()`)."""
+    get = getattr(array, "get", None)
+    return get() if get is not None else array

@@ -1,0 +1,87 @@
+"""What one device holds: weights, optimizer state, and this iteration's activations/gradients.
+
+Activations and gradients are kept as pieces, `(box, array)` per tensor. Reading a box returns the
+piece itself when it matches, a view when one piece contains it, and otherwise assembles it from
+the pieces that intersect it; gradient reads sum every overlapping piece, which is how partial
+gradients from several consumers (or several partitions of one consumer) are reduced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..ops.box import Box
+
+WeightKey = tuple[int, int, Box]  # (owner layer index, weight index, box)
+
+
+@dataclass
+class DeviceStore:
+    device: int
+    xp: Any
+    weights: dict[WeightKey, Any] = field(default_factory=dict)
+    weight_grads: dict[WeightKey, Any] = field(default_factory=dict)
+    opt_state: dict[WeightKey, Any] = field(default_factory=dict)
+    incoming_wgrads: dict[WeightKey, list] = field(default_factory=dict)
+    values: dict[int, list[tuple[Box, Any]]] = field(default_factory=dict)
+    grads: dict[int, list[tuple[Box, Any]]] = field(default_factory=dict)  # computed here
+    received_grads: dict[int, list[tuple[Box, Any]]] = field(default_factory=dict)
+    saved: dict[tuple[int, int], Any] = field(default_factory=dict)
+
+    def clear_iteration(self) -> None:
+        self.values.clear()
+        self.grads.clear()
+        self.received_grads.clear()
+        self.saved.clear()
+
+    # ---- activations ----------------------------------------------------------------------------
+    def put(self, tensor: int, box: Box, array) -> None:
+        self.values.setdefault(tensor, []).append((box, array))
+
+    def read(self, tensor: int, box: Box):
+        pieces = self.values.get(tensor, [])
+        for piece_box, array in pieces:
+            if piece_box == box:
+                return array
+        for piece_box, array in pieces:
+            if piece_box.contains(box):
+                return array[box.relative_to(piece_box)]
+        if box.is_empty():
+            return self.xp.zeros(box.shape, self._dtype(pieces))
+        out = self.xp.empty(box.shape, self._dtype(pieces))
+        covered = 0
+        for piece_box, array in pieces:
+            inter = piece_box.intersect(box)
+            if not inter.is_empty():
+                out[inter.relative_to(box)] = array[inter.relative_to(piece_box)]
+                covered += inter.volume
+        if covered < box.volume:
+            raise RuntimeError(f"device {self.device}: tensor {tensor} box {box} is not fully "
+                               f"present (have {[b for b, _ in pieces]})")
+        return out
+
+    # ---- gradients ------------------------------------------------------------------------------
+    def add_grad(self, tensor: int, box: Box, array, received: bool = False) -> None:
+        (self.received_grads if received else self.grads).setdefault(tensor, []).append(
+            (box, array))
+
+    def read_grad(self, tensor: int, box: Box):
+        pieces = self.grads.get(tensor, []) + self.received_grads.get(tensor, [])
+        if len(pieces) == 1 and pieces[0][0] == box:
+            return pieces[0][1]
+        out = None
+        for piece_box, array in pieces:
+            inter = piece_box.intersect(box)
+            if inter.is_empty():
+                continue
+            if out is None:
+                out = self.xp.zeros(box.shape, array.dtype)
+            out[inter.relative_to(box)] += array[inter.relative_to(piece_box)]
+        if out is None:
+            out = self.xp.zeros(box.shape, "float32")
+        return out
+
+    @staticmethod
+    def _dtype(pieces):
+        return pieces[0][1].dtype if pieces else "float32"

@@ -1,0 +1,90 @@
+"""Parallel configurations: how each layer's output is split and where the parts run.
+
+Degrees are kept in batch-first (Python) order; FlexFlow's files store them reversed, and the
+file readers convert. Partition p has grid coordinates `unravel_index(p, degrees)` in C order
+(the last dim varies fastest), which is FlexFlow's order for its reversed `dim[]`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import product
+from typing import Mapping
+
+from ..ops.box import Box
+from ..ops.graph import Graph, Layer
+
+
+class StrategyError(ValueError):
+    """A strategy does not fit the model or the machine; the message names the layer."""
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    degrees: tuple[int, ...]  # parts per output dim, batch-first
+    devices: tuple[int, ...]  # device of each partition, in partition order
+
+    @property
+    def num_parts(self) -> int:
+        total = 1
+        for d in self.degrees:
+            total *= d
+        return total
+
+    def boxes(self, shape: tuple[int, ...]) -> list[Box]:
+        """Equal boxes of `shape`, in partition order."""
+        ranges = []
+        for n, d in zip(shape, self.degrees):
+            step = n // d
+            ranges.append([(i * step, (i + 1) * step) for i in range(d)])
+        return [Box(tuple(bounds)) for bounds in product(*ranges)]
+
+    @staticmethod
+    def data_parallel(rank: int, devices: int, batch: int) -> "ParallelConfig":
+        """Split the batch dim over as many of `devices` as divide it."""
+        degree = max(d for d in range(1, devices + 1) if batch % d == 0 and devices % d == 0)
+        return ParallelConfig((degree,) + (1,) * (rank - 1), tuple(range(degree)))
+
+
+Strategy = Mapping[str, ParallelConfig]  # layer name -> config
+
+
+def data_parallel_strategy(graph: Graph, num_devices: int) -> dict[str, ParallelConfig]:
+    """FlexFlow's default: every layer split along the batch over all devices."""
+    strategy = {}
+    for layer in graph.layers:
+        out = graph.tensors[layer.outputs[0]].spec
+        strategy[layer.name] = ParallelConfig.data_parallel(out.ndim, num_devices, out.shape[0])
+    return strategy
+
+
+def validate(graph: Graph, strategy: Strategy, num_devices: int) -> None:
+    """Check every layer has a config that divides its output and uses existing devices."""
+    for layer in graph.layers:
+        if layer.name not in strategy:
+            raise StrategyError(f"strategy has no configuration for layer '{layer.name}'")
+        check_config(graph, layer, strategy[layer.name], num_devices)
+    unknown = set(strategy) - {layer.name for layer in graph.layers}
+    if unknown:
+        raise StrategyError(f"strategy names layers the model does not have: {sorted(unknown)}")
+
+
+def check_config(graph: Graph, layer: Layer, config: ParallelConfig, num_devices: int) -> None:
+    shape = graph.tensors[layer.outputs[0]].spec.shape
+    where = f"layer '{layer.name}' ({layer.type_name}, output {shape})"
+    if len(config.degrees) != len(shape):
+        raise StrategyError(f"{where}: config has {len(config.degrees)} dims, output has "
+                            f"{len(shape)}")
+    if len(config.devices) != config.num_parts:
+        raise StrategyError(f"{where}: {config.num_parts} partitions but "
+                            f"{len(config.devices)} device ids")
+    for dim, (n, d) in enumerate(zip(shape, config.degrees)):
+        if d < 1 or n % d:
+            raise StrategyError(f"{where}: degree {d} does not divide dim {dim} of size {n}")
+    bad = [d for d in config.devices if not 0 <= d < num_devices]
+    if bad:
+        raise StrategyError(f"{where}: device ids {bad} do not exist ({num_devices} devices)")
+    kinds = layer.op.dim_kinds(graph.in_specs(layer))
+    for dim, d in enumerate(config.degrees):
+        if d > 1 and kinds[dim] is None:
+            raise StrategyError(f"{where}: dim {dim} cannot be split by this operator")
