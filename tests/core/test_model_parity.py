@@ -68,10 +68,11 @@ def test_training_losses_match_pytorch(builder, kind):
         op.get_bias_tensor().set_weights(ffmodel, module.bias.detach().numpy())
 
     rng = np.random.default_rng(1)
+    batches = [(rng.standard_normal((BATCH,) + sample_shape).astype(np.float32),
+                rng.integers(0, 5, (BATCH, 1)).astype(np.int32)) for _ in range(4)]
     ff_losses, torch_losses = [], []
-    for _ in range(STEPS):
-        xb = rng.standard_normal((BATCH,) + sample_shape).astype(np.float32)
-        yb = rng.integers(0, 5, (BATCH, 1)).astype(np.int32)
+    for step in range(STEPS):
+        xb, yb = batches[step % len(batches)]
         x.set_tensor(ffmodel, xb)
         ffmodel.label_tensor.set_tensor(ffmodel, yb)
         ff_losses.append(ffmodel.train_step())
@@ -82,7 +83,7 @@ def test_training_losses_match_pytorch(builder, kind):
         torch_opt.step()
         torch_losses.append(loss.item())
     np.testing.assert_allclose(ff_losses, torch_losses, rtol=1e-4)
-    assert torch_losses[-1] < torch_losses[0]  # the run actually trained
+    assert np.mean(torch_losses[-4:]) < np.mean(torch_losses[:4])  # the run actually trained
 
 
 def test_manual_loop_equals_train_step():

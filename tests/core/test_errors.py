@@ -1,0 +1,106 @@
+"""Bad models and bad data fail before any work starts, naming the layer or tensor and the
+shapes involved."""
+
+import numpy as np
+import pytest
+
+from flexflow.core import (ActiMode, DataType, FFConfig, FFModel, LossType, MetricsType,
+                           SGDOptimizer, ShapeError)
+
+
+def model(batch=8):
+    return FFModel(FFConfig(argv=[], batch_size=batch))
+
+
+def test_concat_mismatch_names_layer_and_shapes():
+    ff = model()
+    a = ff.create_tensor([8, 3, 10, 10])
+    b = ff.create_tensor([8, 3, 12, 10])
+    with pytest.raises(ShapeError) as error:
+        ff.concat([a, b], 1, name="merge")
+    message = str(error.value)
+    assert "merge" in message and "(8, 3, 10, 10)" in message and "(8, 3, 12, 10)" in message
+
+
+def test_add_of_incompatible_shapes():
+    ff = model()
+    a = ff.create_tensor([8, 5])
+    b = ff.create_tensor([8, 6])
+    with pytest.raises(ShapeError, match=r"Add.*\(8, 5\).*\(8, 6\)"):
+        ff.add(a, b)
+
+
+def test_conv_on_a_2d_tensor():
+    ff = model()
+    x = ff.create_tensor([8, 784])
+    with pytest.raises(ShapeError, match=r"conv1.*\(8, 784\)"):
+        ff.conv2d(x, 4, 3, 3, 1, 1, 0, 0, name="conv1")
+
+
+def test_reshape_with_wrong_element_count():
+    ff = model()
+    x = ff.create_tensor([8, 12])
+    with pytest.raises(ShapeError, match=r"\(8, 5\)"):
+        ff.reshape(x, [8, 5])
+
+
+def test_input_batch_must_match_the_configured_batch():
+    ff = model(batch=8)
+    x = ff.create_tensor([16, 4])
+    ff.softmax(ff.dense(x, 3))
+    with pytest.raises(ShapeError, match=r"batch size 8.*-b"):
+        ff.compile(optimizer=SGDOptimizer(ff), loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
+
+
+def compiled_mlp():
+    ff = model()
+    x = ff.create_tensor([8, 4])
+    ff.softmax(ff.dense(x, 3, ActiMode.AC_MODE_RELU))
+    ff.compile(optimizer=SGDOptimizer(ff), loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+               metrics=[MetricsType.METRICS_ACCURACY])
+    return ff, x
+
+
+def test_loader_array_with_wrong_shape():
+    ff, x = compiled_mlp()
+    with pytest.raises(ShapeError, match=r"\(8, 4\).*\(100, 5\)|\(4,\).*\(100, 5\)"):
+        ff.create_data_loader(x, np.zeros((100, 5), np.float32))
+
+
+def test_loader_array_with_wrong_dtype():
+    ff, x = compiled_mlp()
+    with pytest.raises(ShapeError, match="float32.*float64"):
+        ff.create_data_loader(x, np.zeros((100, 4), np.float64))
+    with pytest.raises(ShapeError, match="label.*int32.*float32"):
+        ff.create_data_loader(ff.label_tensor, np.zeros((100, 1), np.float32))
+
+
+def test_set_tensor_with_wrong_shape():
+    ff, x = compiled_mlp()
+    with pytest.raises(ShapeError, match=r"\(8, 4\).*\(8, 3\)"):
+        x.set_tensor(ff, np.zeros((8, 3), np.float32))
+
+
+def test_training_without_data_says_what_is_missing():
+    ff, x = compiled_mlp()
+    with pytest.raises(RuntimeError, match="no data for input tensor"):
+        ff.forward()
+
+
+def test_labels_out_of_range_are_reported():
+    ff, x = compiled_mlp()
+    x.set_tensor(ff, np.zeros((8, 4), np.float32))
+    ff.label_tensor.set_tensor(ff, np.full((8, 1), 7, np.int32))
+    with pytest.raises(ValueError, match=r"\[0, 3\).*7"):
+        ff.train_step()
+
+
+def test_set_weights_with_wrong_shape():
+    ff, _ = compiled_mlp()
+    with pytest.raises(ShapeError, match=r"\(3, 4\).*\(4, 3\)"):
+        ff.get_layer_by_id(0).get_weight_tensor().set_weights(ff, np.zeros((4, 3), np.float32))
+
+
+def test_unknown_data_type():
+    with pytest.raises(ShapeError, match="data type"):
+        model().create_tensor([8, 4], DataType.DT_NONE)
