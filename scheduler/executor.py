@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import dask.local
+import numpy
 
 from ..ops.box import Box
 from .actions import Context, receive
@@ -76,33 +77,30 @@ def run_group(ctx: Context, store: DeviceStore, group: Group, *incoming) -> dict
     return out
 
 
-class LocalExecutor:
-    """Runs every device's tasks in this process (devices are stores, not workers)."""
+class Executor:
+    """What both executors share: planning phases into fused groups, and host access to the
+    stores, expressed as functions of a store run where the store lives (`_call`)."""
 
-    def __init__(self, taskgraph: TaskGraph, ctx: Context, num_devices: int, xp):
+    def __init__(self, taskgraph: TaskGraph, num_devices: int):
         self.taskgraph = taskgraph
-        self.ctx = ctx
-        self.stores = [DeviceStore(d, xp) for d in range(num_devices)]
-        self._plans: dict[tuple[str, ...], tuple[dict, list[str]]] = {}
+        self.num_devices = num_devices
+        self._groups: dict[tuple[str, ...], list[Group]] = {}
 
-    def plan(self, phases: tuple[str, ...]):
-        if phases not in self._plans:
-            groups = fuse(self.taskgraph.phase(*phases))
-            dsk = {g.name: (run_group, self.ctx, self.stores[g.device], g,
-                            *g.receive_from, *g.after) for g in groups}
-            self._plans[phases] = (dsk, [g.name for g in groups])
-        return self._plans[phases]
+    def groups(self, phases: tuple[str, ...]) -> list[Group]:
+        if phases not in self._groups:
+            self._groups[phases] = fuse(self.taskgraph.phase(*phases))
+        return self._groups[phases]
 
     def run(self, *phases: str) -> list[dict[str, float]]:
         """Run the tasks of `phases`; returns the metric sums the loss tasks produced."""
-        if "forward" in phases:
-            for store in self.stores:
-                store.clear_iteration()
-        dsk, keys = self.plan(tuple(phases))
-        metrics = []
-        for out in dask.local.get_sync(dsk, keys):
-            metrics.extend(out.get("metrics", ()))
-        return metrics
+        raise NotImplementedError
+
+    def _call(self, device: int, fn, *args):
+        """`fn(store, *args)` on `device`'s store; returns its result on the client."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release devices; nothing to do in-process."""
 
     # ---- host access ----------------------------------------------------------------------------
     def _weight_boxes(self, owner: int, index: int) -> list[tuple[WeightKey, list[int]]]:
@@ -112,60 +110,105 @@ class LocalExecutor:
     def set_weight(self, owner: int, index: int, array) -> None:
         full = Box.full(array.shape)
         for key, devices in self._weight_boxes(owner, index):
+            piece = numpy.ascontiguousarray(array[key[2].relative_to(full)], numpy.float32)
             for d in devices:
-                store = self.stores[d]
-                piece = array[key[2].relative_to(full)]
-                if key in store.weights:
-                    store.weights[key][...] = store.xp.asarray(piece)
-                else:
-                    store.weights[key] = store.xp.array(piece, dtype="float32")
+                self._call(d, _store_set_weight, key, piece)
 
     def get_weight(self, owner: int, index: int, shape: tuple[int, ...]):
-        import numpy
-
         out = numpy.empty(shape, numpy.float32)
         full = Box.full(shape)
         for key, devices in self._weight_boxes(owner, index):
-            out[key[2].relative_to(full)] = _to_host(self.stores[devices[0]].weights[key])
+            out[key[2].relative_to(full)] = self._call(devices[0], _store_get_weight, key)
         return out
 
     def zero_gradients(self) -> None:
-        for store in self.stores:
-            store.weight_grads.clear()
+        for d in range(self.num_devices):
+            self._call(d, _store_zero_gradients)
 
     def get_weight_grad(self, owner: int, index: int, shape: tuple[int, ...]):
         """The summed gradient of a weight over all devices that computed a part of it."""
-        import numpy
-
         out = numpy.zeros(shape, numpy.float32)
         full = Box.full(shape)
         for key, devices in self._weight_boxes(owner, index):
             for d in devices:
-                grad = self.stores[d].weight_grads.get(key)
+                grad = self._call(d, _store_get_weight_grad, key)
                 if grad is not None:
-                    out[key[2].relative_to(full)] += _to_host(grad)
+                    out[key[2].relative_to(full)] += grad
         return out
 
     def get_value(self, tensor: int, shape: tuple[int, ...], dtype: str):
-        import numpy
-
         out = numpy.empty(shape, dtype)
         full = Box.full(shape)
-        for store in self.stores:
-            for box, array in store.values.get(tensor, ()):
-                out[box.relative_to(full)] = _to_host(array)
+        for d in range(self.num_devices):
+            for box, array in self._call(d, _store_values, tensor):
+                out[box.relative_to(full)] = array
         return out
 
     def get_grad(self, tensor: int, shape: tuple[int, ...]):
         """Sum of the gradient pieces each device computed itself (received copies excluded)."""
-        import numpy
-
         out = numpy.zeros(shape, numpy.float32)
         full = Box.full(shape)
-        for store in self.stores:
-            for box, array in store.grads.get(tensor, ()):
-                out[box.relative_to(full)] += _to_host(array)
+        for d in range(self.num_devices):
+            for box, array in self._call(d, _store_grads, tensor):
+                out[box.relative_to(full)] += array
         return out
+
+
+class LocalExecutor(Executor):
+    """Runs every device's tasks in this process (devices are stores, not workers)."""
+
+    def __init__(self, taskgraph: TaskGraph, ctx: Context, num_devices: int, xp):
+        super().__init__(taskgraph, num_devices)
+        self.ctx = ctx
+        self.stores = [DeviceStore(d, xp) for d in range(num_devices)]
+        self._plans: dict[tuple[str, ...], tuple[dict, list[str]]] = {}
+
+    def run(self, *phases: str) -> list[dict[str, float]]:
+        if "forward" in phases:
+            for store in self.stores:
+                store.clear_iteration()
+        if phases not in self._plans:
+            groups = self.groups(phases)
+            dsk = {g.name: (run_group, self.ctx, self.stores[g.device], g,
+                            *g.receive_from, *g.after) for g in groups}
+            self._plans[phases] = (dsk, [g.name for g in groups])
+        dsk, keys = self._plans[phases]
+        metrics = []
+        for out in dask.local.get_sync(dsk, keys):
+            metrics.extend(out.get("metrics", ()))
+        return metrics
+
+    def _call(self, device: int, fn, *args):
+        return fn(self.stores[device], *args)
+
+
+# ---- functions of a store, run where the store lives ------------------------------------------
+def _store_set_weight(store: DeviceStore, key: WeightKey, piece) -> None:
+    if key in store.weights:
+        store.weights[key][...] = store.xp.asarray(piece)
+    else:
+        store.weights[key] = store.xp.array(piece, dtype="float32")
+
+
+def _store_get_weight(store: DeviceStore, key: WeightKey):
+    return _to_host(store.weights[key])
+
+
+def _store_zero_gradients(store: DeviceStore) -> None:
+    store.weight_grads.clear()
+
+
+def _store_get_weight_grad(store: DeviceStore, key: WeightKey):
+    grad = store.weight_grads.get(key)
+    return None if grad is None else _to_host(grad)
+
+
+def _store_values(store: DeviceStore, tensor: int):
+    return [(box, _to_host(a)) for box, a in store.values.get(tensor, ())]
+
+
+def _store_grads(store: DeviceStore, tensor: int):
+    return [(box, _to_host(a)) for box, a in store.grads.get(tensor, ())]
 
 
 def _to_host(array) -> Any:

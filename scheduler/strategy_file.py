@@ -1,0 +1,130 @@
+"""Strategy files: FlexFlow's text format and a readable JSON form.
+
+Text (FlexFlow r21.03+, whitespace-separated): the number of ops, then per op, sorted by name:
+its name, device type (0 = GPU, 1 = CPU), the number of dims, the degrees in *reversed* (Legion)
+order each followed by a tab, the number of device ids, and the ids each followed by a tab.
+
+JSON: `{"layers": {"<name>": {"degrees": [...batch-first...], "devices": [...]}}}`.
+
+Reading checks the file's form only; `load` also checks it against a model (every layer present,
+nothing unknown, each config fits), so a mismatched file is rejected rather than silently
+replaced by data parallelism.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..ops.graph import Graph
+from .strategy import ParallelConfig, StrategyError, validate
+
+MAX_DIMS = 8
+MAX_DEVICES = 1 << 16
+
+
+def dumps_text(strategy: dict[str, ParallelConfig]) -> str:
+    lines = [str(len(strategy))]
+    for name in sorted(strategy):
+        config = strategy[name]
+        lines += [name, "0", str(len(config.degrees)),
+                  "".join(f"{d}\t" for d in reversed(config.degrees)),
+                  str(len(config.devices)), "".join(f"{d}\t" for d in config.devices)]
+    return "\n".join(lines) + "\n"
+
+
+def loads_text(text: str, source: str = "<text>") -> dict[str, ParallelConfig]:
+    tokens = text.split()
+    position = 0
+
+    def take(what: str) -> str:
+        nonlocal position
+        if position >= len(tokens):
+            raise StrategyError(f"{source}: file ends where {what} was expected")
+        position += 1
+        return tokens[position - 1]
+
+    def take_int(what: str, low: int, high: int) -> int:
+        token = take(what)
+        try:
+            value = int(token)
+        except ValueError:
+            raise StrategyError(f"{source}: {what} must be an integer, got {token!r}") from None
+        if not low <= value <= high:
+            raise StrategyError(f"{source}: {what} {value} is outside {low}..{high}")
+        return value
+
+    strategy: dict[str, ParallelConfig] = {}
+    for _ in range(take_int("the number of ops", 0, 1 << 20)):
+        name = take("an op name")
+        if name in strategy:
+            raise StrategyError(f"{source}: op {name!r} appears twice")
+        take_int(f"the device type of {name}", 0, 1)
+        ndims = take_int(f"the number of dims of {name}", 1, MAX_DIMS)
+        legion = [take_int(f"a degree of {name}", 1, MAX_DEVICES) for _ in range(ndims)]
+        count = take_int(f"the number of device ids of {name}", 0, MAX_DEVICES)
+        devices = tuple(take_int(f"a device id of {name}", 0, MAX_DEVICES) for _ in range(count))
+        degrees = tuple(reversed(legion))
+        parts = 1
+        for d in degrees:
+            parts *= d
+        if count == 0:
+            devices = tuple(range(parts))
+        elif count != parts:
+            raise StrategyError(f"{source}: op {name!r} has {parts} partitions but {count} "
+                                f"device ids")
+        strategy[name] = ParallelConfig(degrees, devices)
+    if position != len(tokens):
+        raise StrategyError(f"{source}: unexpected text after the last op: {tokens[position]!r}")
+    return strategy
+
+
+def dumps_json(strategy: dict[str, ParallelConfig]) -> str:
+    layers = {name: {"degrees": list(c.degrees), "devices": list(c.devices)}
+              for name, c in sorted(strategy.items())}
+    return json.dumps({"layers": layers}, indent=1) + "\n"
+
+
+def loads_json(text: str, source: str = "<json>") -> dict[str, ParallelConfig]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise StrategyError(f"{source}: not valid JSON ({error})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("layers"), dict):
+        raise StrategyError(f'{source}: expected an object with a "layers" object')
+    strategy = {}
+    for name, entry in data["layers"].items():
+        try:
+            degrees = tuple(int(d) for d in entry["degrees"])
+            devices = tuple(int(d) for d in entry["devices"])
+        except (TypeError, KeyError, ValueError):
+            raise StrategyError(f'{source}: layer {name!r} needs integer lists "degrees" and '
+                                f'"devices"') from None
+        if not degrees or any(d < 1 for d in degrees) or any(d < 0 for d in devices):
+            raise StrategyError(f"{source}: layer {name!r} has invalid degrees or devices")
+        strategy[name] = ParallelConfig(degrees, devices)
+    return strategy
+
+
+def save(strategy: dict[str, ParallelConfig], path: str) -> None:
+    """JSON when the file name ends in .json, FlexFlow's text format otherwise."""
+    text = dumps_json(strategy) if str(path).endswith(".json") else dumps_text(strategy)
+    Path(path).write_text(text)
+
+
+def read(path: str) -> dict[str, ParallelConfig]:
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise StrategyError(f"cannot read strategy file {path}: {error}") from None
+    return loads_json(text, path) if text.lstrip().startswith("{") else loads_text(text, path)
+
+
+def load(path: str, graph: Graph, num_devices: int) -> dict[str, ParallelConfig]:
+    """Read a strategy file and check that it fits this model and device count."""
+    strategy = read(path)
+    try:
+        validate(graph, strategy, num_devices)
+    except StrategyError as error:
+        raise StrategyError(f"strategy file {path} does not match the model: {error}") from None
+    return strategy
