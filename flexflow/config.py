@@ -84,6 +84,7 @@ FLAGS = (
     Flag(("--python-data-loader-type",), "python_data_loader_type", _positive_int, 2),
     Flag(("-i", "--iterations"), "iterations", _positive_int, 1),
     Flag(("--scheduler",), "scheduler_address", str, ""),
+    Flag(("--in-process",), "in_process", None, False),
     Flag(("--seed",), "seed", int, 0),
 )
 _BY_NAME = {name: flag for flag in FLAGS for name in flag.names}

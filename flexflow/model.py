@@ -29,7 +29,7 @@ from .ops.dense import Dense
 from .ops.dropout import Dropout
 from .ops.elementwise import ElementBinary, ElementUnary
 from .ops.embedding import Embedding
-from .ops.graph import Graph
+from .ops.graph import Graph, GraphTensor
 from .ops.layer_norm import LayerNorm
 from .ops.pool2d import Pool2D
 from .ops.reduce import Mean
@@ -37,6 +37,9 @@ from .ops.reshape import Flat, Reshape, Reverse, Transpose
 from .ops.softmax import Softmax
 from .ops.spec import ShapeError, TensorSpec
 from .scheduler.actions import Context
+from .scheduler import cluster as cluster_module
+from .scheduler import strategy_file
+from .scheduler.distributed import DaskExecutor
 from .scheduler.executor import LocalExecutor
 from .scheduler.strategy import data_parallel_strategy
 from .scheduler.taskgraph import Objective, build_task_graph
@@ -316,7 +319,10 @@ class FFModel:
             raise RuntimeError("label_tensor exists after compile()")
         return self._tensor(self._label_id)
 
-    def compile(self, optimizer=None, loss_type=None, metrics=None, comp_mode=None) -> None:
+    def compile(self, optimizer=None, loss_type=None, metrics=None, comp_mode=None, *,
+                strategy: dict | None = None) -> None:
+        """FlexFlow's compile. `strategy` (ours) maps layer names to ParallelConfigs and takes
+        precedence over `--import`; without either, every layer is data parallel."""
         if optimizer is not None:
             self.optimizer = optimizer
         if not self.graph.layers:
@@ -339,21 +345,40 @@ class FFModel:
         sparse = loss_type in SPARSE_LOSSES
         label_spec = TensorSpec((batch,) + ((1,) if sparse else output.shape[1:]),
                                 "int32" if sparse else "float32")
-        self._label_id = self.graph.add_input(label_spec).id
-        self.graph.inputs.remove(self._label_id)
+        if self._label_id is None:
+            self._label_id = self.graph.add_input(label_spec).id
+            self.graph.inputs.remove(self._label_id)
+        else:  # compiled again, maybe with another loss
+            self.graph.tensors[self._label_id] = GraphTensor(self._label_id, label_spec)
         through_softmax = (isinstance(last.op, Softmax) and last.op.axis in (-1, output.ndim - 1)
                            and loss_type in (LossType.LOSS_CATEGORICAL_CROSSENTROPY,
                                              LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY))
         self._loss = LossFunction(loss_type, metrics, batch, output.size // batch, through_softmax)
         self._perf = PerfMetrics(metrics)
-        num_devices = self._ffconfig.num_devices
-        strategy = data_parallel_strategy(self.graph, num_devices)
+        cluster = self._cluster()
+        num_devices = len(cluster.workers) if cluster else self._ffconfig.num_devices
+        if strategy is None and self._ffconfig.import_strategy_file:
+            strategy = strategy_file.load(self._ffconfig.import_strategy_file, self.graph,
+                                          num_devices)
+        self.strategy = dict(strategy or data_parallel_strategy(self.graph, num_devices))
         objective = Objective(last.outputs[0], self._label_id, through_softmax)
-        taskgraph = build_task_graph(self.graph, strategy, num_devices, objective)
+        taskgraph = build_task_graph(self.graph, self.strategy, num_devices, objective)
         self._ctx = Context(self.graph, self._loss, self._optimizer, self._feeds)
-        self._executor = LocalExecutor(taskgraph, self._ctx, num_devices, np)
+        if self._executor is not None:
+            self._executor.close()
+        self._executor = (DaskExecutor(taskgraph, self._ctx, cluster.client, cluster.workers)
+                          if cluster else LocalExecutor(taskgraph, self._ctx, num_devices, np))
         self._initialize_weights()
         print("Compiled ffmodel!")
+
+    def _cluster(self):
+        """The Dask cluster this run uses, or None to run in this process (DESIGN.md)."""
+        config = self._ffconfig
+        if config.scheduler_address:
+            return cluster_module.connect(config.scheduler_address, config.num_devices)
+        if config.num_devices > 1 and not config.in_process:
+            return cluster_module.start_local(config.num_devices, config.device_memory_mb)
+        return None
 
     def _check_inputs(self) -> None:
         batch = self._ffconfig.batch_size

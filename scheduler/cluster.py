@@ -1,0 +1,107 @@
+"""Starting or connecting to the Dask cluster a run uses (DESIGN.md, "The cluster").
+
+| situation                                   | what runs                                          |
+| `--scheduler ADDRESS` / DASK_SCHEDULER_ADDRESS | connect; every worker of that cluster is a device  |
+| GPUs present, `-ll:gpu N`                   | dask_cuda.LocalCUDACluster, N workers (`-ll:fsize` = RMM pool per GPU) |
+| no GPU, `-ll:gpu N` with N > 1              | LocalCluster of N single-threaded worker processes, with a notice |
+| one device, no address                      | None: the in-process executor                      |
+
+Clusters this module starts are kept for the life of the process (models compiled one after the
+other share them) and closed at exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+_STARTED: dict[tuple, "Cluster"] = {}
+
+
+@dataclass
+class Cluster:
+    client: Any
+    workers: list[str]  # device d runs on workers[d]
+    owned: Any = None   # the LocalCluster we started, if any
+
+    def close(self) -> None:
+        self.client.close()
+        if self.owned is not None:
+            self.owned.close()
+
+
+def gpu_count() -> int:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() if cupy.cuda.is_available() else 0
+    except Exception:  # no cupy or no driver: no GPUs
+        return 0
+
+
+def connect(address: str, num_devices: int | None = None, stream=sys.stdout) -> Cluster:
+    """Use an existing cluster; its workers, sorted by address, are the devices."""
+    key = ("address", address)
+    if key not in _STARTED:
+        from distributed import Client
+
+        client = Client(address, set_as_default=False)
+        _STARTED[key] = Cluster(client, [])
+        print(f"Connected to Dask scheduler {address}; dashboard: {client.dashboard_link}",
+              file=stream)
+    cluster = _STARTED[key]
+    cluster.workers = sorted(cluster.client.scheduler_info()["workers"])
+    if num_devices and num_devices > 1 and len(cluster.workers) < num_devices:
+        cluster.client.wait_for_workers(num_devices, timeout=60)
+        cluster.workers = sorted(cluster.client.scheduler_info()["workers"])
+    if not cluster.workers:
+        raise RuntimeError(f"the Dask cluster at {address} has no workers")
+    return cluster
+
+
+def start_local(num_devices: int, device_memory_mb: int = 0, stream=sys.stdout) -> Cluster:
+    """A local cluster of `num_devices` workers: one per GPU, or CPU processes standing in."""
+    key = ("local", num_devices, device_memory_mb)
+    if key in _STARTED:
+        return _STARTED[key]
+    from distributed import Client
+
+    gpus = gpu_count()
+    if gpus:
+        from dask_cuda import LocalCUDACluster
+
+        pool = f"{device_memory_mb}MB" if device_memory_mb else None
+        owned = LocalCUDACluster(n_workers=min(num_devices, gpus), rmm_pool_size=pool,
+                                 dashboard_address=":0")
+    else:
+        from distributed import LocalCluster
+
+        print(f"GPUs were not found: starting {num_devices} CPU worker processes, one per "
+              f"requested device.", file=stream)
+        owned = LocalCluster(n_workers=num_devices, threads_per_worker=1, processes=True,
+                             dashboard_address=":0", env=single_threaded_blas(),
+                             silence_logs=logging.ERROR)
+    client = Client(owned, set_as_default=False)
+    client.wait_for_workers(num_devices if not gpus else min(num_devices, gpus))
+    cluster = Cluster(client, sorted(client.scheduler_info()["workers"]), owned)
+    print(f"Dask dashboard: {client.dashboard_link}", file=stream)
+    _STARTED[key] = cluster
+    return cluster
+
+
+def single_threaded_blas() -> dict[str, str]:
+    """Each worker stands in for one device on a shared CPU: one BLAS thread apiece."""
+    return {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+
+
+@atexit.register
+def _close_all() -> None:
+    for cluster in _STARTED.values():
+        try:
+            cluster.close()
+        except Exception:  # already closed or the loop is gone at exit
+            pass
+    _STARTED.clear()
