@@ -38,6 +38,7 @@ class Part:
     in_shapes: tuple[tuple[int, ...], ...]
     training: bool = True
     seed: int = 0
+    reduced: Any = None  # partials of all partitions combined (see Operator.reduction_dims)
 
     @staticmethod
     def whole(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], training: bool = True,
@@ -85,6 +86,28 @@ class Operator:
     def weight_box(self, out_box: Box, inputs: Sequence[TensorSpec], index: int) -> Box:
         """The box of weight `index` needed to compute `out_box`. Default: all of it."""
         return Box.full(self.weight_specs(inputs)[index].shape)
+
+    # ---- cross-partition reductions -----------------------------------------------------------
+    # Ops whose math spans an output dim (batch-norm statistics, softmax's normaliser) may still
+    # split it: they name it in `reduction_dims`, and the executor then runs `forward_partial` on
+    # every partition, combines the partials of partitions that differ only along those dims (in
+    # partition order, so every device gets identical numbers) and passes the result to forward
+    # as `part.reduced`; likewise `backward_partial` for backward. Unsplit, `part.reduced` is None
+    # and the kernel computes the statistic itself.
+    reduction_dims: tuple[int, ...] = ()
+
+    def forward_partial(self, xp, xs, ws, part: Part):
+        raise NotImplementedError
+
+    def backward_partial(self, xp, dys, saved, part: Part):
+        raise NotImplementedError
+
+    def combine(self, xp, partials: Sequence[Any], phase: str):
+        """Merge the partials of `phase` ("forward" or "backward"); default: their sum."""
+        total = partials[0]
+        for partial in partials[1:]:
+            total = total + partial
+        return total
 
     # ---- cost ---------------------------------------------------------------------------------
     def flops(self, inputs: Sequence[TensorSpec]) -> int:

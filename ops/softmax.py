@@ -4,9 +4,9 @@ The backward is the true softmax Jacobian-vector product, dx = y * (dy - sum(dy 
 FlexFlow's pass-through (which assumes a cross-entropy loss follows and folds its gradient in); the
 loss module owns that shortcut if it wants it.
 
-Every dim except `axis` splits without communication. Splitting `axis` itself would need two
-cross-partition reductions in the forward (the max and the sum of exponentials) and one in the
-backward (sum(dy * y)); that is not implemented, so `axis` is declared unsplittable.
+Every dim except `axis` splits without communication. `axis` splits too, as a reduction dim:
+each partition's forward partial is its (max, sum of exp(x - max)) per row, merged as a
+log-sum-exp; the backward partial is its sum(dy * y) per row, merged by summing.
 """
 
 from __future__ import annotations
@@ -33,23 +33,43 @@ class Softmax(Operator):
         normalize_axis(self.axis, inputs[0].ndim, f"softmax of shape {inputs[0].shape}")
         return (TensorSpec(inputs[0].shape, inputs[0].dtype),)
 
-    def forward(self, xp, xs, ws, part):
+    @property
+    def reduction_dims(self):
+        return (self.axis,)
+
+    def forward_partial(self, xp, xs, ws, part):
         (x,) = xs
         axis = self._axis(x.ndim)
         # Subtracting the max keeps exp from overflowing; it cancels in the ratio.
-        e = xp.exp(x - x.max(axis=axis, keepdims=True))
-        y = e / e.sum(axis=axis, keepdims=True)
+        peak = x.max(axis=axis, keepdims=True)
+        return xp.stack([peak, xp.exp(x - peak).sum(axis=axis, keepdims=True)])
+
+    def combine(self, xp, partials, phase):
+        if phase == "backward":
+            return super().combine(xp, partials, phase)
+        peaks = xp.stack([p[0] for p in partials])
+        peak = peaks.max(axis=0)
+        total = sum(p[1] * xp.exp(p[0] - peak) for p in partials)
+        return xp.stack([peak, total])
+
+    def forward(self, xp, xs, ws, part):
+        (x,) = xs
+        peak, total = (part.reduced if part.reduced is not None
+                       else self.forward_partial(xp, xs, ws, part))
+        y = (xp.exp(x - peak) / total).astype(x.dtype, copy=False)
         return [y], y
+
+    def backward_partial(self, xp, dys, saved, part):
+        return (dys[0] * saved).sum(axis=self._axis(saved.ndim), keepdims=True)
 
     def backward(self, xp, dys, saved, part):
         y = saved
-        (dy,) = dys
-        axis = self._axis(y.ndim)
-        return [y * (dy - (dy * y).sum(axis=axis, keepdims=True))], []
+        dot = part.reduced if part.reduced is not None else self.backward_partial(
+            xp, dys, saved, part)
+        return [y * (dys[0] - dot)], []
 
     def dim_kinds(self, inputs):
-        rank = inputs[0].ndim
-        return independent_dim_kinds(rank, fixed=(self._axis(rank),))
+        return independent_dim_kinds(inputs[0].ndim)
 
     def flops(self, inputs):
         # max, subtract, exp, sum, divide

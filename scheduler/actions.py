@@ -6,7 +6,7 @@ iteration's inputs, and `out` collecting what must leave the device: data for ot
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ..ops.base import Part
@@ -74,6 +74,13 @@ class Fill(Action):
         store.put(self.tensor, self.box, store.xp.full(self.box.shape, self.value, dtype))
 
 
+def _combined(store, op, layer: int, phase: str, group: tuple[int, ...]):
+    """The partials of a reduction group merged in partition order (None without a group)."""
+    if not group:
+        return None
+    return op.combine(store.xp, [store.partials[(layer, phase, q)] for q in group], phase)
+
+
 @dataclass(frozen=True)
 class Forward(Action):
     layer: int
@@ -81,14 +88,21 @@ class Forward(Action):
     out_boxes: tuple[Box, ...]
     in_boxes: tuple[Box, ...]
     weight_keys: tuple[WeightKey, ...]
+    group: tuple[int, ...] = ()  # partitions whose partials this one combines
 
-    def run(self, store, ctx, out):
+    def operands(self, store, ctx):
         layer = ctx.graph.layers[self.layer]
         xs = [store.read(t, b) for t, b in zip(layer.inputs, self.in_boxes)]
         ws = [store.weights[k] for k in self.weight_keys]
         part = Part(self.out_boxes, self.in_boxes,
                     tuple(ctx.graph.tensors[t].spec.shape for t in layer.inputs),
                     ctx.training, seed=ctx.step * 7919 + layer.index)
+        return layer, xs, ws, part
+
+    def run(self, store, ctx, out):
+        layer, xs, ws, part = self.operands(store, ctx)
+        part = replace(part, reduced=_combined(store, layer.op, self.layer, "forward",
+                                               self.group))
         ys, saved = layer.op.forward(store.xp, xs, ws, part)
         for tensor, box, y in zip(layer.outputs, self.out_boxes, ys):
             store.put(tensor, box, y)
@@ -96,14 +110,54 @@ class Forward(Action):
 
 
 @dataclass(frozen=True)
-class Backward(Action):
+class ForwardPartial(Action):
+    """This partition's share of a statistic its reduction group needs before forward."""
+
+    forward: Forward
+
+    def run(self, store, ctx, out):
+        layer, xs, ws, part = self.forward.operands(store, ctx)
+        store.partials[(self.forward.layer, "forward", self.forward.part)] = \
+            layer.op.forward_partial(store.xp, xs, ws, part)
+
+
+@dataclass(frozen=True)
+class BackwardPartial(Action):
     layer: int
     part: int
 
     def run(self, store, ctx, out):
         layer = ctx.graph.layers[self.layer]
+        saved, part, fwd = store.saved[(self.layer, self.part)]
+        dys = [store.read_grad(t, b) for t, b in zip(layer.outputs, fwd.out_boxes)]
+        store.partials[(self.layer, "backward", self.part)] = \
+            layer.op.backward_partial(store.xp, dys, saved, part)
+
+
+@dataclass(frozen=True)
+class SendPartial(Action):
+    layer: int
+    phase: str
+    part: int
+    dst: int
+
+    def run(self, store, ctx, out):
+        key = (self.layer, self.phase, self.part)
+        _emit(out, self.dst, ("partial", key, store.partials[key]))
+
+
+@dataclass(frozen=True)
+class Backward(Action):
+    layer: int
+    part: int
+    group: tuple[int, ...] = ()
+
+    def run(self, store, ctx, out):
+        layer = ctx.graph.layers[self.layer]
         saved, part, fwd = store.saved.pop((self.layer, self.part))
         dys = [store.read_grad(t, b) for t, b in zip(layer.outputs, fwd.out_boxes)]
+        part = replace(part, reduced=_combined(store, layer.op, self.layer, "backward",
+                                               self.group))
         dxs, dws = layer.op.backward(store.xp, dys, saved, part)
         for tensor, box, dx in zip(layer.inputs, fwd.in_boxes, dxs):
             if dx is not None:
@@ -201,6 +255,8 @@ def receive(store: DeviceStore, items) -> None:
             store.add_grad(item[1], item[2], store.xp.asarray(item[3]), received=True)
         elif kind == "wgrad":
             store.incoming_wgrads.setdefault(item[1], []).append(store.xp.asarray(item[2]))
+        elif kind == "partial":
+            store.partials[item[1]] = store.xp.asarray(item[2])
         elif kind == "weight":
             store.weights[item[1]][...] = store.xp.asarray(item[2])
         else:

@@ -28,12 +28,14 @@ class DeviceStore:
     grads: dict[int, list[tuple[Box, Any]]] = field(default_factory=dict)  # computed here
     received_grads: dict[int, list[tuple[Box, Any]]] = field(default_factory=dict)
     saved: dict[tuple[int, int], Any] = field(default_factory=dict)
+    partials: dict[tuple[int, str, int], Any] = field(default_factory=dict)  # (layer, phase, part)
 
     def clear_iteration(self) -> None:
         self.values.clear()
         self.grads.clear()
         self.received_grads.clear()
         self.saved.clear()
+        self.partials.clear()
 
     # ---- activations ----------------------------------------------------------------------------
     def put(self, tensor: int, box: Box, array) -> None:

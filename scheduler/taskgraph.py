@@ -14,12 +14,13 @@ The simulator and the executor both consume this one graph.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import product
 
 from ..ops.box import Box
 from ..ops.graph import Graph
 from . import actions as A
 from .store import WeightKey
-from .strategy import Strategy, validate
+from .strategy import Strategy, StrategyError, validate
 
 PHASES = ("forward", "loss", "backward", "update")
 
@@ -107,7 +108,8 @@ class _Builder:
             config = self.strategy[layer.name]
             in_specs = self.graph.in_specs(layer)
             out_shapes = [self.graph.tensors[t].spec.shape for t in layer.outputs]
-            self.parts[layer.index] = []
+            groups = reduction_groups(layer.op.reduction_dims, config.degrees)
+            pending = []
             for p, (box, device) in enumerate(zip(config.boxes(out_shapes[0]), config.devices)):
                 out_boxes = tuple(
                     Box(tuple(b if n == out_shapes[0][d] else (0, n)
@@ -124,11 +126,30 @@ class _Builder:
                     devices = self.tg.weight_devices.setdefault(wkey, [])
                     if device not in devices:
                         devices.append(device)
-                action = A.Forward(layer.index, p, out_boxes, in_boxes, weight_keys)
+                action = A.Forward(layer.index, p, out_boxes, in_boxes, weight_keys, groups[p])
+                if groups[p]:
+                    self.add(f"{layer.name}-fpartial-{p}", device, "forward",
+                             A.ForwardPartial(action), deps)
+                pending.append((action, device, deps))
+            for p, (action, device, deps) in enumerate(pending):
+                deps += self._partials(layer, "forward", action.group, device, pending)
                 key = self.add(f"{layer.name}-forward-{p}", device, "forward", action, deps)
-                self.parts[layer.index].append((action, device, key))
-                for tensor, out_box in zip(layer.outputs, out_boxes):
+                self.parts.setdefault(layer.index, []).append((action, device, key))
+                for tensor, out_box in zip(layer.outputs, action.out_boxes):
                     self.values.setdefault(tensor, []).append((out_box, device, key))
+
+    def _partials(self, layer, phase: str, group: tuple[int, ...], device: int, parts) -> list:
+        """Dependencies that bring every partial of `group` to `device`."""
+        deps = []
+        for q in group:
+            source = parts[q][1]
+            key = f"{layer.name}-{phase[0]}partial-{q}"
+            if source == device:
+                deps.append(key)
+            else:
+                deps.append(self.add(f"{layer.name}-{phase[0]}partial{q}-send-{device}", source,
+                                     phase, A.SendPartial(layer.index, phase, q, device), [key]))
+        return deps
 
     # ---- loss and backward ----------------------------------------------------------------------
     def loss(self):
@@ -155,13 +176,21 @@ class _Builder:
         for layer in reversed(self.graph.layers):
             if layer.index == skip:
                 continue
-            for p, (fwd, device, _) in enumerate(self.parts[layer.index]):
+            parts = self.parts[layer.index]
+            grad_deps = []
+            for p, (fwd, device, _) in enumerate(parts):
                 deps = []
                 for tensor, box in zip(layer.outputs, fwd.out_boxes):
                     deps += self._gather(self.grads.get(tensor, []), tensor, box, device,
                                          "backward", grad=True)
+                grad_deps.append(deps)
+                if fwd.group:
+                    self.add(f"{layer.name}-bpartial-{p}", device, "backward",
+                             A.BackwardPartial(layer.index, p), deps)
+            for p, (fwd, device, _) in enumerate(parts):
+                deps = grad_deps[p] + self._partials(layer, "backward", fwd.group, device, parts)
                 key = self.add(f"{layer.name}-backward-{p}", device, "backward",
-                               A.Backward(layer.index, p), deps)
+                               A.Backward(layer.index, p, fwd.group), deps)
                 for tensor, box in zip(layer.inputs, fwd.in_boxes):
                     if self.graph.tensors[tensor].spec.dtype.startswith("float"):
                         self.grads.setdefault(tensor, []).append((box, device, key))
@@ -187,10 +216,29 @@ class _Builder:
                 self.add(f"{name}-receive-{r}", r, "update", A.Receive(), [send])
 
 
+def reduction_groups(reduction_dims, degrees) -> list[tuple[int, ...]]:
+    """For each partition, the partitions it must combine partials with: those at the same grid
+    position on every dim but the split reduction dims (empty when no reduction dim is split)."""
+    split = [d % len(degrees) for d in reduction_dims if degrees[d % len(degrees)] > 1]
+    coords = list(product(*(range(d) for d in degrees)))
+    if not split:
+        return [()] * len(coords)
+
+    def key(c):
+        return tuple(0 if d in split else v for d, v in enumerate(c))
+    return [tuple(q for q, other in enumerate(coords) if key(other) == key(c)) for c in coords]
+
+
 def build_task_graph(graph: Graph, strategy: Strategy, num_devices: int,
                      objective: Objective | None = None) -> TaskGraph:
     """The training (or, without an objective, inference) task graph of one iteration."""
     validate(graph, strategy, num_devices)
+    if objective is not None:
+        last = graph.layers[graph.tensors[objective.output].producer[0]]
+        if any(d > 1 for d in strategy[last.name].degrees[1:]):
+            raise StrategyError(f"layer '{last.name}' produces the model output, which the loss "
+                                f"and metrics read whole per sample: it may only be split along "
+                                f"the batch dim, got degrees {strategy[last.name].degrees}")
     builder = _Builder(graph, strategy, objective)
     builder.forward()
     if objective is not None:

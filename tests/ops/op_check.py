@@ -7,6 +7,7 @@ computation written in PyTorch. PyTorch is the independent oracle; nothing here 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -114,6 +115,8 @@ def check_partitioned(op, xs: Sequence[np.ndarray], ws: Sequence[np.ndarray], di
     sum_dxs = [None if d is None else np.zeros_like(d) for d in full_dxs]
     sum_dws = [np.zeros_like(d) if d is not None else None for d in full_dws]
     w_specs = op.weight_specs(in_specs)
+    reduces = dim in [d % len(out_specs[0].shape) for d in op.reduction_dims]
+    runs = []
     for out_box in split_box(out_specs[0].shape, dim, parts):
         out_boxes = tuple(
             Box(tuple(b if n == out_specs[0].shape[d] else (0, n)
@@ -125,12 +128,26 @@ def check_partitioned(op, xs: Sequence[np.ndarray], ws: Sequence[np.ndarray], di
         part = Part(out_boxes, in_boxes, tuple(s.shape for s in in_specs), True, seed)
         part_xs = [x[b.relative_to(Box.full(x.shape))] for x, b in zip(xs, in_boxes)]
         part_ws = [w[b.relative_to(Box.full(w.shape))] for w, b in zip(ws, w_boxes)]
+        runs.append((out_box, out_boxes, in_boxes, w_boxes, part, part_xs, part_ws))
+    if reduces:  # one reduction group: every partition combines every partition's partial
+        reduced = op.combine(np, [op.forward_partial(np, r[5], r[6], r[4]) for r in runs],
+                             "forward")
+        runs = [r[:4] + (replace(r[4], reduced=reduced),) + r[5:] for r in runs]
+    backward_runs = []
+    for out_box, out_boxes, in_boxes, w_boxes, part, part_xs, part_ws in runs:
         ys, saved = op.forward(np, part_xs, part_ws, part)
         for j, (y, box) in enumerate(zip(ys, out_boxes)):
             np.testing.assert_allclose(y, full_ys[j][box.relative_to(Box.full(full_ys[j].shape))],
                                        rtol=rtol, atol=atol,
                                        err_msg=f"{op}: output {j} of partition {out_box}")
         part_dys = [d[b.relative_to(Box.full(d.shape))] for d, b in zip(dys, out_boxes)]
+        backward_runs.append((part_dys, saved, part, in_boxes, w_boxes))
+    if reduces:
+        reduced = op.combine(np, [op.backward_partial(np, r[0], r[1], r[2])
+                                  for r in backward_runs], "backward")
+        backward_runs = [r[:2] + (replace(r[2], reduced=reduced),) + r[3:]
+                         for r in backward_runs]
+    for part_dys, saved, part, in_boxes, w_boxes in backward_runs:
         dxs, dws = op.backward(np, part_dys, saved, part)
         for acc, dx, box in zip(sum_dxs, dxs, in_boxes):
             if acc is not None:
