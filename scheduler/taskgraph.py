@@ -88,20 +88,37 @@ class _Builder:
         return self._gather(self.values[tensor], tensor, box, device, "forward", grad=False)
 
     def _gather(self, pieces, tensor, box, device, phase, grad):
+        """Dependencies that bring the pieces of `tensor` intersecting `box` to `device`.
+
+        Values are sent piece by piece. Gradient pieces are partial sums, so each remote device
+        sends once: the sum of all its pieces over the bounding box of their intersections
+        (sending per piece would send that sum once per piece)."""
         deps = []
+        remote: dict[int, list[tuple[Box, str]]] = {}
         for piece_box, piece_device, key in pieces:
             inter = piece_box.intersect(box)
             if inter.is_empty():
                 continue
             if piece_device == device:
                 deps.append(key)
+            elif grad:
+                remote.setdefault(piece_device, []).append((inter, key))
             else:
-                self.sends += 1
-                name = key.rsplit("-", 2)[0]
-                deps.append(self.add(f"{name}-send{'grad' if grad else ''}-{self.sends}",
-                                     piece_device, phase,
-                                     A.Send(tensor, inter, device, grad), [key]))
+                deps.append(self._send(key, piece_device, A.Send(tensor, inter, device, False),
+                                       phase, [key]))
+        for source, found in remote.items():
+            bounds = Box(tuple((min(b.bounds[d][0] for b, _ in found),
+                                max(b.bounds[d][1] for b, _ in found))
+                               for d in range(box.ndim)))
+            deps.append(self._send(found[0][1], source, A.Send(tensor, bounds, device, True),
+                                   phase, [k for _, k in found]))
         return deps
+
+    def _send(self, producer_key: str, source: int, action: A.Send, phase: str, deps) -> str:
+        self.sends += 1
+        name = producer_key.rsplit("-", 2)[0]
+        kind = "sendgrad" if action.grad else "send"
+        return self.add(f"{name}-{kind}-{self.sends}", source, phase, action, deps)
 
     def forward(self):
         for layer in self.graph.layers:

@@ -1,0 +1,143 @@
+"""The models the strategy tests train, built with the FFModel API, and the strategies they are
+trained under."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flexflow.core import ActiMode, AggrMode, DataType, PoolType
+from flexflow.ops.spec import DimKind
+from flexflow.scheduler.strategy import ParallelConfig
+
+BATCH = 8
+CLASSES = 4
+
+
+def mlp(ff):
+    x = ff.create_tensor([BATCH, 12], DataType.DT_FLOAT)
+    t = ff.dense(x, 16, ActiMode.AC_MODE_RELU)
+    t = ff.dense(t, 8)
+    t = ff.relu(t)
+    ff.softmax(ff.dense(t, CLASSES))
+    return [x]
+
+
+def cnn_batch_norm(ff):
+    x = ff.create_tensor([BATCH, 3, 8, 8], DataType.DT_FLOAT)
+    t = ff.conv2d(x, 4, 3, 3, 1, 1, 1, 1)
+    t = ff.batch_norm(t)
+    t = ff.pool2d(t, 2, 2, 2, 2, 0, 0)
+    t = ff.conv2d(t, 8, 3, 3, 1, 1, 1, 1)
+    t = ff.batch_norm(t, False)
+    t = ff.flat(t)
+    ff.softmax(ff.dense(t, CLASSES))
+    return [x]
+
+
+def concat_cnn(ff):
+    x = ff.create_tensor([BATCH, 3, 8, 8], DataType.DT_FLOAT)
+    a = ff.conv2d(x, 4, 3, 3, 1, 1, 1, 1, ActiMode.AC_MODE_RELU)
+    b = ff.conv2d(x, 4, 1, 1, 1, 1, 0, 0, ActiMode.AC_MODE_RELU)
+    t = ff.concat([a, b], 1)
+    t = ff.conv2d(t, 8, 3, 3, 1, 1, 1, 1, ActiMode.AC_MODE_RELU)
+    t = ff.pool2d(t, 2, 2, 2, 2, 0, 0, PoolType.POOL_MAX)
+    t = ff.flat(t)
+    ff.softmax(ff.dense(t, CLASSES))
+    return [x]
+
+
+def residual_block(ff):
+    x = ff.create_tensor([BATCH, 4, 8, 8], DataType.DT_FLOAT)
+    t = ff.conv2d(x, 4, 3, 3, 1, 1, 1, 1)
+    t = ff.batch_norm(t)
+    t = ff.conv2d(t, 4, 3, 3, 1, 1, 1, 1)
+    t = ff.batch_norm(t, False)
+    t = ff.relu(ff.add(t, x))
+    t = ff.pool2d(t, 2, 2, 2, 2, 0, 0, PoolType.POOL_AVG)
+    t = ff.flat(t)
+    ff.softmax(ff.dense(t, CLASSES))
+    return [x]
+
+
+def transformer_block(ff):
+    x = ff.create_tensor([BATCH, 4, 8], DataType.DT_FLOAT)
+    t = ff.multihead_attention(x, x, x, 8, 2)
+    t = ff.layer_norm(ff.add(t, x), [-1])
+    f = ff.dense(t, 16, ActiMode.AC_MODE_GELU)
+    f = ff.dense(f, 8)
+    t = ff.layer_norm(ff.add(f, t), [-1])
+    t = ff.mean(t, [1])
+    ff.softmax(ff.dense(t, CLASSES))
+    return [x]
+
+
+def embedding_bag(ff):
+    x = ff.create_tensor([BATCH, 5], DataType.DT_INT32)
+    t = ff.embedding(x, 20, 8, AggrMode.AGGR_MODE_SUM)
+    ff.softmax(ff.dense(t, CLASSES))
+    return [x]
+
+
+MODELS = {"mlp": mlp, "cnn_batch_norm": cnn_batch_norm, "concat_cnn": concat_cnn,
+          "residual_block": residual_block, "transformer_block": transformer_block}
+
+
+def batches(inputs, steps: int, seed: int = 0):
+    """Deterministic batches for `inputs` (a list of Tensors) and labels, one tuple per step."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(steps):
+        xs = [rng.integers(0, 20, t.dims).astype(np.int32) if t.data_type == DataType.DT_INT32
+              else rng.standard_normal(t.dims).astype(np.float32) for t in inputs]
+        out.append((xs, rng.integers(0, CLASSES, (BATCH, 1)).astype(np.int32)))
+    return out
+
+
+# ---- strategies ---------------------------------------------------------------------------------
+def _split(kinds, shape, n, wanted) -> tuple[int, ...] | None:
+    """Degrees splitting the first dim of kind `wanted` that n divides, or None."""
+    for dim, kind in enumerate(kinds):
+        if kind == wanted and dim > 0 and shape[dim] % n == 0:
+            degrees = [1] * len(shape)
+            degrees[dim] = n
+            return tuple(degrees)
+    return None
+
+
+def _sample(shape, n):
+    return (n,) + (1,) * (len(shape) - 1)
+
+
+def layer_config(kind: str, layer, graph, n: int, index: int, last: bool) -> ParallelConfig:
+    shape = graph.tensors[layer.outputs[0]].spec.shape
+    kinds = layer.op.dim_kinds(graph.in_specs(layer))
+    devices = list(range(n))
+    if last:
+        return ParallelConfig(_sample(shape, n), tuple(devices))
+    if kind == "placement":
+        return ParallelConfig((1,) * len(shape), (index % n,))
+    if kind == "reshard":
+        cycle = ["sample", "parameter", "attribute", "placement", "mixed"]
+        config = layer_config(cycle[index % len(cycle)], layer, graph, n, index, last)
+        rotation = index % n
+        return ParallelConfig(config.degrees, tuple((d + rotation) % n for d in config.devices))
+    degrees = None
+    if kind == "parameter":
+        degrees = _split(kinds, shape, n, DimKind.PARAMETER)
+    elif kind == "attribute":
+        degrees = _split(kinds, shape, n, DimKind.ATTRIBUTE)
+    elif kind == "mixed":
+        half = _split(kinds, shape, n // 2, DimKind.PARAMETER) if n >= 4 else None
+        if half is not None:
+            degrees = (2,) + half[1:]
+    degrees = degrees or _sample(shape, n)
+    parts = int(np.prod(degrees))
+    return ParallelConfig(degrees, tuple(devices[:parts]))
+
+
+STRATEGY_KINDS = ("sample", "parameter", "attribute", "mixed", "placement", "reshard")
+
+
+def strategy(kind: str, graph, n: int) -> dict:
+    return {layer.name: layer_config(kind, layer, graph, n, i, i == len(graph.layers) - 1)
+            for i, layer in enumerate(graph.layers)}
