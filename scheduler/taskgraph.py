@@ -68,8 +68,12 @@ class _Builder:
         self.weight_tasks: dict[WeightKey, dict[int, list[str]]] = {}  # device -> backward keys
         self.parts: dict[int, list[tuple[A.Forward, int, str]]] = {}  # layer -> parts
         self.sends = 0
+        self.keys: set[str] = set()
 
     def add(self, key: str, device: int, phase: str, action: A.Action, deps=()) -> str:
+        if key in self.keys:
+            raise AssertionError(f"task key {key!r} is not unique")
+        self.keys.add(key)
         self.tg.tasks.append(Task(key, device, phase, action, tuple(dict.fromkeys(deps))))
         return key
 
@@ -215,13 +219,15 @@ class _Builder:
                     self.weight_tasks.setdefault(wkey, {}).setdefault(device, []).append(key)
 
     def update(self):
+        boxes_seen: dict[tuple[int, int], int] = {}
         for wkey, devices in self.tg.weight_devices.items():
             layer = self.graph.layers[wkey[0]]
             if layer.weights[wkey[1]].role in A.BUFFER_ROLES:
                 continue
             owner, replicas = devices[0], devices[1:]
             backward = self.weight_tasks.get(wkey, {})
-            name = f"{layer.name}-w{wkey[1]}"
+            box_index = boxes_seen[wkey[:2]] = boxes_seen.get(wkey[:2], -1) + 1
+            name = f"{layer.name}-w{wkey[1]}b{box_index}"
             deps = list(backward.get(owner, []))
             for r in replicas:
                 deps.append(self.add(f"{name}-sendgrad-{r}", r, "update",

@@ -1,0 +1,127 @@
+"""Batch normalization over the channels of an NCHW tensor, with a fused ReLU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import Operator, expect_float, expect_rank
+from .box import Box
+from .spec import DimKind, TensorSpec, WeightSpec
+
+
+
+def _per_channel(values):
+    """A (C,) vector shaped to broadcast over NCHW."""
+    return values.reshape(1, -1, 1, 1)
+
+
+def _channel_sum(a):
+    """Per-channel sum of an NCHW array (contiguous reductions, no temporary of a's size)."""
+    return a.reshape(a.shape[0], a.shape[1], -1).sum(axis=2).sum(axis=0)
+
+
+def _channel_dot(xp, a, b):
+    """Per-channel sum of a * b, as one dot product per (sample, channel): no temporary."""
+    n, c = a.shape[:2]
+    dots = xp.matmul(a.reshape(n, c, 1, -1), b.reshape(n, c, -1, 1))
+    return dots.reshape(n, c).sum(axis=0)
+
+
+@dataclass(frozen=True)
+class BatchNorm(Operator):
+    """y = relu?((x - mean) / sqrt(var + eps) * scale + bias), statistics per channel.
+
+    Training normalises with the batch's mean and biased variance and updates the running
+    buffers in place, PyTorch-style: running = (1 - momentum) * running + momentum * batch, with
+    the unbiased variance for running_var. Inference normalises with the running buffers.
+
+    Splitting: C (parameter) is exact, since every statistic belongs to one channel. N, H and W
+    (`reduction_dims`) split through a cross-partition reduction: each partition's forward
+    partial is its per-channel (sum x, sum x^2, count) in float64, its backward partial its
+    per-channel (sum dy, sum dy * (x - mean)); forward and backward then use the combined sums.
+    """
+
+    relu: bool = True
+    eps: float = 1e-5
+    momentum: float = 0.1
+
+    type_name = "BatchNorm"
+    reduction_dims = (0, 2, 3)  # the dims statistics are taken over
+
+    def infer(self, inputs):
+        expect_rank(inputs, 0, (4,), "batch_norm input (NCHW)")
+        expect_float(inputs, 0, "batch_norm input")
+        return (TensorSpec(inputs[0].shape, inputs[0].dtype),)
+
+    def weight_specs(self, inputs):
+        channels = (inputs[0].shape[1],)
+        return (WeightSpec("scale", channels, "scale"), WeightSpec("bias", channels, "bias"),
+                WeightSpec("running_mean", channels, "running_mean"),
+                WeightSpec("running_var", channels, "running_var"))
+
+    def forward_partial(self, xp, xs, ws, part):
+        (x,) = xs
+        x64 = x.astype("float64")
+        count = xp.full(x.shape[1], x.size // x.shape[1], "float64")
+        return xp.stack([_channel_sum(x64), _channel_dot(xp, x64, x64), count])
+
+    def forward(self, xp, xs, ws, part):
+        (x,) = xs
+        scale, bias, running_mean, running_var = ws
+        count = x.size // x.shape[1]
+        if part.training:
+            if part.reduced is None:
+                mean = _channel_sum(x) / count
+                centered = x - _per_channel(mean)
+                var = _channel_dot(xp, centered, centered) / count
+            else:  # statistics of the whole batch, combined across partitions
+                sums, squares, counts = part.reduced
+                count = int(counts[0])
+                mean64 = sums / count
+                mean = mean64.astype(x.dtype)
+                var = xp.maximum(squares / count - mean64 * mean64, 0).astype(x.dtype)
+                centered = x - _per_channel(mean)
+            if count < 2:
+                raise ValueError(f"batch_norm needs more than one value per channel to train, "
+                                 f"got input shape {x.shape}")
+            running_mean[...] = (1 - self.momentum) * running_mean + self.momentum * mean
+            running_var[...] = ((1 - self.momentum) * running_var
+                                + self.momentum * var * (count / (count - 1)))
+        else:
+            centered, var = x - _per_channel(running_mean), running_var
+        inv_std = (1 / xp.sqrt(var + self.eps)).astype(x.dtype)
+        y = centered * _per_channel(scale * inv_std)
+        y += _per_channel(bias)
+        if self.relu:
+            xp.maximum(y, 0, out=y)
+        return [y], (centered, inv_std, scale, y if self.relu else None, part.training, count)
+
+    def backward_partial(self, xp, dys, saved, part):
+        centered, _, _, y, _, _ = saved
+        dy = dys[0] if y is None else dys[0] * (y > 0)
+        return xp.stack([_channel_sum(dy), _channel_dot(xp, dy, centered)])
+
+    def backward(self, xp, dys, saved, part):
+        centered, inv_std, scale, y, training, count = saved
+        dy = dys[0] if y is None else dys[0] * (y > 0)
+        d_bias = _channel_sum(dy)
+        d_scale = _channel_dot(xp, dy, centered) * inv_std  # sum of dy * x_hat
+        gain = scale * inv_std
+        dx = dy * _per_channel(gain)
+        if training:
+            # the batch statistics depend on x too; with x_hat = centered * inv_std, subtract
+            # gain * (d_bias + x_hat * d_scale) / count, over the whole batch's sums
+            total_bias, total_scale = ((d_bias, d_scale) if part.reduced is None else
+                                       (part.reduced[0], part.reduced[1] * inv_std))
+            dx -= centered * _per_channel(gain * inv_std * total_scale / count)
+            dx -= _per_channel(gain * total_bias / count)
+        return [dx], [d_scale, d_bias, None, None]
+
+    def dim_kinds(self, inputs):
+        return (DimKind.SAMPLE, DimKind.PARAMETER, DimKind.ATTRIBUTE, DimKind.ATTRIBUTE)
+
+    def weight_box(self, out_box, inputs, index):
+        return Box((out_box.bounds[1],))
+
+    def flops(self, inputs):
+        return 8 * inputs[0].size
