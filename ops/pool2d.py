@@ -1,0 +1,110 @@
+"""2-D max and average pooling over NCHW tensors.
+
+Pooling reads the same windows as a convolution (`conv2d.Windows`: padding, halo, strided views),
+one strided view per kernel offset, combined elementwise; no Python loop over samples or channels.
+Max pooling records which kernel offset won each window, so backward routes each gradient to the
+first maximum of its window, as PyTorch and cuDNN do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .activation import activate, activate_backward, check_activation
+from .base import Operator, expect_float, expect_rank
+from .conv2d import Pair, Padding, Windows, check_window_args, window_input_box, window_output_hw
+from .spec import DimKind, ShapeError, TensorSpec
+
+POOL_TYPES = ("max", "avg")
+
+
+@dataclass(frozen=True)
+class Pool2D(Operator):
+    """Max or average pooling, then an optional activation.
+
+    Max pooling pads with -inf. Average pooling divides by kh*kw when `count_include_pad` (the
+    cuDNN behaviour FlexFlow uses), otherwise by the number of window elements inside the input.
+    Every output dim splits exactly: N (sample), C (attribute), H and W (attribute, with a halo).
+    """
+
+    kernel: Pair
+    stride: Pair
+    padding: Padding = ((0, 0), (0, 0))
+    pool_type: str = "max"
+    activation: str = "none"
+    count_include_pad: bool = True
+
+    type_name = "Pool2D"
+
+    def infer(self, inputs):
+        expect_rank(inputs, 0, (4,), "pool2d input (NCHW)")
+        expect_float(inputs, 0, "pool2d input")
+        check_window_args(self.kernel, self.stride, self.padding, "pool2d")
+        check_activation(self.activation)
+        if self.pool_type not in POOL_TYPES:
+            raise ShapeError(f"unknown pool_type {self.pool_type!r}; expected one of {POOL_TYPES}")
+        if any(max(pad) >= k for pad, k in zip(self.padding, self.kernel)):
+            raise ShapeError(f"pool2d padding {self.padding} must be smaller than the kernel "
+                             f"{self.kernel}, so that every window overlaps the input")
+        x = inputs[0]
+        ho, wo = window_output_hw(x, self.kernel, self.stride, self.padding, "pool2d")
+        return (TensorSpec(x.shape[:2] + (ho, wo), x.dtype),)
+
+    def forward(self, xp, xs, ws, part):
+        (x,) = xs
+        windows = Windows.of(part, self.kernel, self.stride, self.padding)
+        is_max = self.pool_type == "max"
+        taps = windows.taps(windows.pad(xp, x, float("-inf") if is_max else 0.0))
+        _, _, first = next(taps)
+        pooled = first.copy()
+        if is_max:
+            # winner[...] = index of the first kernel offset holding the window's maximum
+            area = self.kernel[0] * self.kernel[1]
+            winner = xp.zeros(pooled.shape, dtype="uint8" if area <= 256 else "int32")
+            for k, (_, _, tap) in enumerate(taps, start=1):
+                # offsets come in increasing order, so the last one that raised a window's
+                # maximum is the largest: a max of indices, cheaper than a masked assignment
+                raised = (tap > pooled).astype(winner.dtype)
+                raised *= k
+                xp.maximum(winner, raised, out=winner)
+                xp.maximum(pooled, tap, out=pooled)
+            y, divisor = xp.ascontiguousarray(windows.crop(pooled)), None
+        else:
+            for _, _, tap in taps:
+                pooled += tap
+            winner, divisor = None, self._divisor(xp, part, x.dtype)
+            y = windows.crop(pooled) / divisor
+        y, act_saved = activate(xp, self.activation, y)
+        return [y], (winner, divisor, act_saved, windows)
+
+    def backward(self, xp, dys, saved, part):
+        winner, divisor, act_saved, windows = saved
+        dy = activate_backward(xp, self.activation, dys[0], act_saved)
+        if winner is None:
+            dy = dy / divisor
+        dy = windows.uncrop(xp, dy)
+        d_padded = windows.empty(xp, dy.dtype)
+        for k, (_, _, tap) in enumerate(windows.taps(d_padded)):
+            windows.scatter(tap, dy if winner is None else dy * (winner == k))
+        return [windows.unpad(xp, d_padded)], []
+
+    def _divisor(self, xp, part, dtype):
+        """What each window's sum is divided by: kh*kw, or the (out_h, out_w) counts of window
+        elements inside the input (from global positions, so every partition agrees)."""
+        if self.count_include_pad:
+            return self.kernel[0] * self.kernel[1]
+        counts = []
+        for dim, k, s, (before, _) in zip((2, 3), self.kernel, self.stride, self.padding):
+            size = part.in_shapes[0][dim]
+            starts = xp.arange(*part.out_box.bounds[dim]) * s - before
+            counts.append(xp.minimum(starts + k, size) - xp.maximum(starts, 0))
+        return (counts[0][:, None] * counts[1][None, :]).astype(dtype)
+
+    def dim_kinds(self, inputs):
+        return (DimKind.SAMPLE, DimKind.ATTRIBUTE, DimKind.ATTRIBUTE, DimKind.ATTRIBUTE)
+
+    def input_box(self, out_box, inputs, index):
+        return window_input_box(out_box, self.kernel, self.stride, self.padding)
+
+    def flops(self, inputs):
+        return self.infer(inputs)[0].size * self.kernel[0] * self.kernel[1]
