@@ -375,7 +375,8 @@ class FFModel:
         """The Dask cluster this run uses, or None to run in this process (DESIGN.md)."""
         config = self._ffconfig
         if config.scheduler_address:
-            return cluster_module.connect(config.scheduler_address, config.num_devices)
+            return cluster_module.connect(config.scheduler_address,
+                                          config.workers_per_node * config.num_nodes or None)
         if config.num_devices > 1 and not config.in_process:
             return cluster_module.start_local(config.num_devices, config.device_memory_mb)
         return None
@@ -409,7 +410,7 @@ class FFModel:
         if self._executor is None:
             raise RuntimeError(f"{what}() needs a compiled model; call compile() first")
 
-    def _run(self, *phases: str) -> list:
+    def _run(self, *phases: str, zero_gradients: bool = False) -> list:
         self._require_compiled(phases[0])
         missing = [t for t in self.graph.inputs + [self._label_id]
                    if t not in self._feeds and ("forward" in phases or t == self._label_id)
@@ -417,7 +418,7 @@ class FFModel:
         if missing:
             raise RuntimeError(f"no data for {', '.join(self._tensor_name(t) for t in missing)}: "
                                f"create a data loader and call next_batch(), or set_tensor()")
-        return self._executor.run(*phases)
+        return self._executor.run(*phases, zero_gradients=zero_gradients)
 
     def forward(self, seq_length=None) -> None:
         self._ctx.training = self._comp_mode == CompMode.TRAINING
@@ -458,8 +459,7 @@ class FFModel:
     def train_step(self) -> float:
         """forward + zero_gradients + backward + update as one graph; returns the batch loss."""
         self._ctx.training = True
-        self._executor.zero_gradients()
-        self._perf.add(self._run(*TRAIN_STEP))
+        self._perf.add(self._run(*TRAIN_STEP, zero_gradients=True))
         self._ran_forward = True
         self._ctx.updates += 1
         self._ctx.step += 1

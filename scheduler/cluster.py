@@ -33,6 +33,13 @@ class Cluster:
             self.owned.close()
 
 
+def disconnect(address: str) -> None:
+    """Close our client of the cluster at `address` (before that cluster goes away)."""
+    cluster = _STARTED.pop(("address", address), None)
+    if cluster is not None:
+        cluster.close()
+
+
 def gpu_count() -> int:
     try:
         import cupy
@@ -43,7 +50,8 @@ def gpu_count() -> int:
 
 
 def connect(address: str, num_devices: int | None = None, stream=sys.stdout) -> Cluster:
-    """Use an existing cluster; its workers, sorted by address, are the devices."""
+    """Use an existing cluster. Its workers, sorted by address, are the devices: all of them,
+    or the first `num_devices` when that is given (`-ll:gpu N`)."""
     key = ("address", address)
     if key not in _STARTED:
         from distributed import Client
@@ -52,14 +60,10 @@ def connect(address: str, num_devices: int | None = None, stream=sys.stdout) -> 
         _STARTED[key] = Cluster(client, [])
         print(f"Connected to Dask scheduler {address}; dashboard: {client.dashboard_link}",
               file=stream)
-    cluster = _STARTED[key]
-    cluster.workers = sorted(cluster.client.scheduler_info()["workers"])
-    if num_devices and num_devices > 1 and len(cluster.workers) < num_devices:
-        cluster.client.wait_for_workers(num_devices, timeout=60)
-        cluster.workers = sorted(cluster.client.scheduler_info()["workers"])
-    if not cluster.workers:
-        raise RuntimeError(f"the Dask cluster at {address} has no workers")
-    return cluster
+    client = _STARTED[key].client
+    client.wait_for_workers(num_devices or 1, timeout=60)
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    return Cluster(client, workers[:num_devices] if num_devices else workers)
 
 
 def start_local(num_devices: int, device_memory_mb: int = 0, stream=sys.stdout) -> Cluster:

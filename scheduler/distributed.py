@@ -17,10 +17,11 @@ from typing import Any
 from distributed import wait
 
 from .actions import Context, Load
-from .executor import Executor, Group, run_group
+from .executor import Executor, Group, run_group, start_iteration
 from .store import DeviceStore
 from .taskgraph import TaskGraph
 
+INLINE_BYTES = 1 << 20  # batches smaller than this travel inside the task that loads them
 _MODELS: dict[tuple[str, int], tuple[Context, DeviceStore]] = {}  # lives on each worker
 
 
@@ -49,13 +50,13 @@ def _uninstall(model_id: str) -> None:
         del _MODELS[key]
 
 
-def _run_remote(model_id: str, device: int, group: Group, state: tuple, clear: bool,
+def _run_remote(model_id: str, device: int, group: Group, state: tuple, first: bool,
                 feeds: dict, *incoming) -> dict:
     ctx, store = _MODELS[(model_id, device)]
-    ctx.training, ctx.step, ctx.updates, ctx.optimizer = state
+    clear_iteration, zero_gradients, ctx.training, ctx.step, ctx.updates, ctx.optimizer = state
     ctx.feeds = feeds
-    if clear:
-        store.clear_iteration()
+    if first:
+        start_iteration(store, clear_iteration, zero_gradients)
     return run_group(ctx, store, group, *incoming)
 
 
@@ -82,44 +83,47 @@ class DaskExecutor(Executor):
             client.run(_install, self.model_id, d, remote_ctx, workers=[w])[w]
             for d, w in enumerate(workers)]
 
-    def run(self, *phases: str) -> list[dict[str, float]]:
+    def run(self, *phases: str, zero_gradients: bool = False) -> list[dict[str, float]]:
         groups = self.groups(phases)
         iteration = next(self._iterations)
-        state = (self.ctx.training, self.ctx.step, self.ctx.updates, self.ctx.optimizer)
-        feeds = self._scatter_feeds(groups)
+        state = ("forward" in phases, zero_gradients, self.ctx.training, self.ctx.step,
+                 self.ctx.updates, self.ctx.optimizer)
+        feeds = self._ship_feeds(groups)
         futures: dict[str, Any] = {}
-        cleared: set[int] = set()
+        metrics = []
+        started: set[int] = set()
         for group in groups:
-            clear = "forward" in phases and group.device not in cleared
-            cleared.add(group.device)
             loads = {t.action.tensor for t in group.tasks if isinstance(t.action, Load)}
+            worker = [self.workers[group.device]]
             futures[group.name] = self.client.submit(
-                _run_remote, self.model_id, group.device, group, state, clear,
-                {t: feeds[t] for t in loads},
+                _run_remote, self.model_id, group.device, group, state,
+                group.device not in started, {t: feeds[t] for t in loads},
                 *[futures[k] for k in group.receive_from + group.after],
                 key=f"{group.name}-{self.model_id}-{iteration}",
-                workers=[self.workers[group.device]], allow_other_workers=False, pure=False)
+                workers=worker, allow_other_workers=False, pure=False)
+            started.add(group.device)
+            if any(t.phase == "loss" for t in group.tasks):
+                metrics.append(self.client.submit(
+                    _metrics_of, futures[group.name], workers=worker, pure=False,
+                    key=f"metrics-{group.name}-{self.model_id}-{iteration}"))
         with self.client.as_current():
-            wait(list(futures.values()))
+            wait(list(futures.values()) + metrics)
         for future in futures.values():
             if future.status == "error":
                 future.result()  # raises the task's exception here
-        metric_futures = [
-            self.client.submit(_metrics_of, futures[g.name], key=f"metrics-{g.name}-"
-                               f"{self.model_id}-{iteration}", workers=[self.workers[g.device]],
-                               pure=False)
-            for g in groups if any(t.phase == "loss" for t in g.tasks)]
-        return [m for piece in self.client.gather(metric_futures) for m in piece]
+        return [m for piece in self.client.gather(metrics) for m in piece]
 
-    def _scatter_feeds(self, groups: list[Group]) -> dict[int, Any]:
-        """Each fed tensor's batch, scattered once to the workers whose groups load it."""
+    def _ship_feeds(self, groups: list[Group]) -> dict[int, Any]:
+        """Each fed batch for the tasks that load it: passed with the task when small, scattered
+        once to the workers that read it when large (Dask keeps large values out of graphs)."""
         readers: dict[int, set[str]] = {}
         for group in groups:
             for task in group.tasks:
                 if isinstance(task.action, Load):
                     readers.setdefault(task.action.tensor, set()).add(self.workers[group.device])
-        return {tensor: self.client.scatter(self.ctx.feeds[tensor], workers=sorted(workers),
-                                            broadcast=len(workers) > 1, hash=False)
+        return {tensor: self.ctx.feeds[tensor] if self.ctx.feeds[tensor].nbytes < INLINE_BYTES
+                else self.client.scatter(self.ctx.feeds[tensor], workers=sorted(workers),
+                                         broadcast=len(workers) > 1, hash=False)
                 for tensor, workers in readers.items()}
 
     def _call(self, device: int, fn, *args):

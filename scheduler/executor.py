@@ -91,8 +91,9 @@ class Executor:
             self._groups[phases] = fuse(self.taskgraph.phase(*phases))
         return self._groups[phases]
 
-    def run(self, *phases: str) -> list[dict[str, float]]:
-        """Run the tasks of `phases`; returns the metric sums the loss tasks produced."""
+    def run(self, *phases: str, zero_gradients: bool = False) -> list[dict[str, float]]:
+        """Run the tasks of `phases` (after zeroing weight gradients, if asked); returns the
+        metric sums the loss tasks produced."""
         raise NotImplementedError
 
     def _call(self, device: int, fn, *args):
@@ -123,7 +124,7 @@ class Executor:
 
     def zero_gradients(self) -> None:
         for d in range(self.num_devices):
-            self._call(d, _store_zero_gradients)
+            self._call(d, start_iteration, False, True)
 
     def get_weight_grad(self, owner: int, index: int, shape: tuple[int, ...]):
         """The summed gradient of a weight over all devices that computed a part of it."""
@@ -163,10 +164,9 @@ class LocalExecutor(Executor):
         self.stores = [DeviceStore(d, xp) for d in range(num_devices)]
         self._plans: dict[tuple[str, ...], tuple[dict, list[str]]] = {}
 
-    def run(self, *phases: str) -> list[dict[str, float]]:
-        if "forward" in phases:
-            for store in self.stores:
-                store.clear_iteration()
+    def run(self, *phases: str, zero_gradients: bool = False) -> list[dict[str, float]]:
+        for store in self.stores:
+            start_iteration(store, "forward" in phases, zero_gradients)
         if phases not in self._plans:
             groups = self.groups(phases)
             dsk = {g.name: (run_group, self.ctx, self.stores[g.device], g,
@@ -182,6 +182,14 @@ class LocalExecutor(Executor):
         return fn(self.stores[device], *args)
 
 
+def start_iteration(store: DeviceStore, clear_iteration: bool, zero_gradients: bool) -> None:
+    """Drop the last iteration's activations (when a forward pass starts) and gradients."""
+    if clear_iteration:
+        store.clear_iteration()
+    if zero_gradients:
+        store.weight_grads.clear()
+
+
 # ---- functions of a store, run where the store lives ------------------------------------------
 def _store_set_weight(store: DeviceStore, key: WeightKey, piece) -> None:
     if key in store.weights:
@@ -192,10 +200,6 @@ def _store_set_weight(store: DeviceStore, key: WeightKey, piece) -> None:
 
 def _store_get_weight(store: DeviceStore, key: WeightKey):
     return _to_host(store.weights[key])
-
-
-def _store_zero_gradients(store: DeviceStore) -> None:
-    store.weight_grads.clear()
 
 
 def _store_get_weight_grad(store: DeviceStore, key: WeightKey):
