@@ -196,6 +196,21 @@ def _grouped(array, groups: int):
     return array.reshape(groups, array.shape[0] // groups, -1)
 
 
+def _fold_columns(d_columns) -> None:
+    """Add the column gradients of offsets (i, j > 0) into those of (i, 0), in place, for the
+    wide layout of `Windows`.
+
+    There, the element of offset (i, j) lands j places after that of (i, 0) in the flattened
+    chunk, so each addition is one long shifted run instead of a scatter of short rows, which
+    leaves a third of the scattering to do. A run shifted past its sample's end carries only
+    the wrap-around grid columns, whose gradients are exactly zero, so it may spill into the
+    next sample or be cut off.
+    """
+    runs = d_columns.reshape(d_columns.shape[:3] + (-1,))
+    for j in range(1, runs.shape[2]):
+        runs[:, :, 0, j:] += runs[:, :, j, :-j]
+
+
 @dataclass(frozen=True)
 class Conv2D(Operator):
     """y = act(conv(x, kernel) + bias) on NCHW input, kernel (out, in/groups, kh, kw).
@@ -276,8 +291,11 @@ class Conv2D(Operator):
             # the columns are used up: their buffer takes their gradient
             xp.matmul(_grouped(kernel, groups).transpose(0, 2, 1), dy_part, out=columns)
             d_columns = columns.reshape(self._column_shape(windows, stop - start))
+            if windows.wide:
+                _fold_columns(d_columns)  # then only the offsets (i, 0) remain to scatter
             for i, j, tap in windows.taps(d_padded, start, stop):
-                windows.scatter(tap, d_columns[:, i, j].transpose(1, 0, 2, 3))
+                if j == 0 or not windows.wide:
+                    windows.scatter(tap, d_columns[:, i, j].transpose(1, 0, 2, 3))
         grads = [xp.ascontiguousarray(d_kernel.transpose(0, 2, 1)).reshape(kernel.shape)]
         if self.use_bias:
             grads.append(dy_t.reshape(kernel.shape[0], -1).sum(axis=1))
