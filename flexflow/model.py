@@ -361,6 +361,8 @@ class FFModel:
             strategy = strategy_file.load(self._ffconfig.import_strategy_file, self.graph,
                                           num_devices)
         self.strategy = dict(strategy or data_parallel_strategy(self.graph, num_devices))
+        if self._ffconfig.export_strategy_file:
+            strategy_file.save(self.strategy, self._ffconfig.export_strategy_file)
         objective = Objective(last.outputs[0], self._label_id, through_softmax)
         taskgraph = build_task_graph(self.graph, self.strategy, num_devices, objective)
         self._ctx = Context(self.graph, self._loss, self._optimizer, self._feeds)
