@@ -5,21 +5,40 @@ two max pools, dense 512, dense 10), batch 64, SGD with momentum, sparse cross-e
 frameworks run the same network on the same batch; each timing is the median over repeats of the
 mean step time of a run of steps. Prints the ratio flexflow-dask / PyTorch (lower is better).
 
-    python bench/step_time.py [--repeats 5] [--steps 20]
+    python bench/step_time.py [--repeats 5] [--steps 20] [--threads N]
+
+`--threads N` gives both frameworks N threads (BLAS and PyTorch's intra-op pool); on a shared,
+loaded machine `--threads 1` is the fair comparison, since spinning BLAS threads collapse when
+another process holds a core.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import time
 
-import numpy as np
-import torch
-from torch import nn
+
+def _threads_from_argv() -> int | None:
+    """Read --threads before numpy loads: BLAS fixes its thread count at import."""
+    if "--threads" in sys.argv[:-1]:
+        threads = sys.argv[sys.argv.index("--threads") + 1]
+        for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[name] = threads
+        return int(threads)
+    return None
+
+
+THREADS = _threads_from_argv()
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
 
 from flexflow.core import (ActiMode, DataType, FFConfig, FFModel, LossType, MetricsType,
-                           SGDOptimizer)
+                           SGDOptimizer)  # noqa: E402
 
 BATCH = 64
 
@@ -96,7 +115,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads for both frameworks (default: their own defaults)")
     args = parser.parse_args()
+    if THREADS:
+        torch.set_num_threads(THREADS)
     rng = np.random.default_rng(0)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; batch {BATCH}; "
           f"median of {args.repeats} runs of {args.steps} steps")

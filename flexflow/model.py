@@ -525,6 +525,9 @@ class FFModel:
 
     def _read_gradient(self, tensor_id: int) -> np.ndarray:
         self._require_forward("get_gradients")
+        if self.graph.tensors[tensor_id].producer is None:
+            raise RuntimeError(f"{self._tensor_name(tensor_id)} is a model input: no gradient "
+                               f"is computed for it (only layer outputs and weights have one)")
         return self._executor.get_grad(tensor_id, self.graph.tensors[tensor_id].spec.shape)
 
     def _weight_ref(self, layer_index: int, weight_index: int):

@@ -39,6 +39,11 @@ class Part:
     training: bool = True
     seed: int = 0
     reduced: Any = None  # partials of all partitions combined (see Operator.reduction_dims)
+    input_grads: tuple[bool, ...] = ()  # per input, whether its gradient is wanted; () = all
+
+    def wants_grad(self, index: int) -> bool:
+        """Kernels may skip (and return None for) gradients nobody reads, e.g. a model input's."""
+        return not self.input_grads or self.input_grads[index]
 
     @staticmethod
     def whole(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], training: bool = True,

@@ -281,13 +281,16 @@ class Conv2D(Operator):
         groups = windows.in_shape[1] // kernel.shape[1]
         # the output gradient in the layout of the forward product: (out, n) + grid
         dy_t = windows.uncrop(xp, dy.transpose(1, 0, 2, 3))
-        d_padded = windows.empty(xp, dy.dtype)
+        wants_dx = part.wants_grad(0)
+        d_padded = windows.empty(xp, dy.dtype) if wants_dx else None
         d_kernel = None
         for start, stop, columns in self._columns(xp, windows, padded, groups):
             dy_part = _grouped(dy_t[:, start:stop], groups)
             # (in, out) is the faster BLAS layout for this product; transposed once at the end
             product = xp.matmul(columns, dy_part.transpose(0, 2, 1))
             d_kernel = product if d_kernel is None else d_kernel + product
+            if not wants_dx:
+                continue
             # the columns are used up: their buffer takes their gradient
             xp.matmul(_grouped(kernel, groups).transpose(0, 2, 1), dy_part, out=columns)
             d_columns = columns.reshape(self._column_shape(windows, stop - start))
@@ -299,7 +302,7 @@ class Conv2D(Operator):
         grads = [xp.ascontiguousarray(d_kernel.transpose(0, 2, 1)).reshape(kernel.shape)]
         if self.use_bias:
             grads.append(dy_t.reshape(kernel.shape[0], -1).sum(axis=1))
-        return [windows.unpad(xp, d_padded)], grads
+        return [windows.unpad(xp, d_padded) if wants_dx else None], grads
 
     def _column_shape(self, windows: Windows, samples: int) -> tuple[int, ...]:
         return (windows.in_shape[1],) + tuple(self.kernel) + (samples,) + windows.grid_hw

@@ -50,7 +50,7 @@ class Dense(Operator):
         grads = [dy2.T @ x.reshape(-1, x.shape[-1])]
         if self.use_bias:
             grads.append(dy2.sum(axis=0))
-        return [dy @ kernel], grads
+        return [dy @ kernel if part.wants_grad(0) else None], grads
 
     def dim_kinds(self, inputs):
         rank = inputs[0].ndim

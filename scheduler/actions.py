@@ -96,7 +96,9 @@ class Forward(Action):
         ws = [store.weights[k] for k in self.weight_keys]
         part = Part(self.out_boxes, self.in_boxes,
                     tuple(ctx.graph.tensors[t].spec.shape for t in layer.inputs),
-                    ctx.training, seed=ctx.step * 7919 + layer.index)
+                    ctx.training, seed=ctx.step * 7919 + layer.index,
+                    input_grads=tuple(ctx.graph.tensors[t].producer is not None
+                                      for t in layer.inputs))
         return layer, xs, ws, part
 
     def run(self, store, ctx, out):
@@ -159,8 +161,8 @@ class Backward(Action):
         part = replace(part, reduced=_combined(store, layer.op, self.layer, "backward",
                                                self.group))
         dxs, dws = layer.op.backward(store.xp, dys, saved, part)
-        for tensor, box, dx in zip(layer.inputs, fwd.in_boxes, dxs):
-            if dx is not None:
+        for index, (tensor, box, dx) in enumerate(zip(layer.inputs, fwd.in_boxes, dxs)):
+            if dx is not None and part.wants_grad(index):
                 store.add_grad(tensor, box, dx)
         for key, dw in zip(fwd.weight_keys, dws):
             if dw is None:

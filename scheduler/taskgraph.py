@@ -213,7 +213,8 @@ class _Builder:
                 key = self.add(f"{layer.name}-backward-{p}", device, "backward",
                                A.Backward(layer.index, p, fwd.group), deps)
                 for tensor, box in zip(layer.inputs, fwd.in_boxes):
-                    if self.graph.tensors[tensor].spec.dtype.startswith("float"):
+                    spec = self.graph.tensors[tensor]
+                    if spec.producer is not None and spec.spec.dtype.startswith("float"):
                         self.grads.setdefault(tensor, []).append((box, device, key))
                 for wkey in fwd.weight_keys:
                     self.weight_tasks.setdefault(wkey, {}).setdefault(device, []).append(key)
