@@ -85,6 +85,8 @@ FLAGS = (
     Flag(("-i", "--iterations"), "iterations", _positive_int, 1),
     Flag(("--scheduler",), "scheduler_address", str, ""),
     Flag(("--in-process",), "in_process", None, False),
+    Flag(("--cluster",), "force_cluster", None, False),
+    Flag(("--cpu",), "cpu_only", None, False),
     Flag(("--seed",), "seed", int, 0),
 )
 _BY_NAME = {name: flag for flag in FLAGS for name in flag.names}

@@ -368,8 +368,13 @@ class FFModel:
         self._ctx = Context(self.graph, self._loss, self._optimizer, self._feeds)
         if self._executor is not None:
             self._executor.close()
-        self._executor = (DaskExecutor(taskgraph, self._ctx, cluster.client, cluster.workers)
-                          if cluster else LocalExecutor(taskgraph, self._ctx, num_devices, np))
+        cpu_only = self._ffconfig.cpu_only
+        if cluster:
+            self._executor = DaskExecutor(taskgraph, self._ctx, cluster.client, cluster.workers,
+                                          cpu_only)
+        else:
+            xp = cluster_module.array_module(cpu_only)
+            self._executor = LocalExecutor(taskgraph, self._ctx, num_devices, xp)
         self._initialize_weights()
         print("Compiled ffmodel!")
 
@@ -379,7 +384,7 @@ class FFModel:
         if config.scheduler_address:
             return cluster_module.connect(config.scheduler_address,
                                           config.workers_per_node * config.num_nodes or None)
-        if config.num_devices > 1 and not config.in_process:
+        if (config.num_devices > 1 or config.force_cluster) and not config.in_process:
             return cluster_module.start_local(config.num_devices, config.device_memory_mb)
         return None
 

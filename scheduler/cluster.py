@@ -40,6 +40,21 @@ def disconnect(address: str) -> None:
         cluster.close()
 
 
+def array_module(cpu_only: bool = False):
+    """cupy where a GPU is usable (and not refused), numpy elsewhere."""
+    if not cpu_only:
+        try:
+            import cupy
+
+            if cupy.cuda.is_available():
+                return cupy
+        except Exception:  # no cupy, or a cupy without a usable driver
+            pass
+    import numpy
+
+    return numpy
+
+
 def gpu_count() -> int:
     try:
         import cupy

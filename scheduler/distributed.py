@@ -17,6 +17,7 @@ from typing import Any
 from distributed import wait
 
 from .actions import Context, Load
+from .cluster import array_module
 from .executor import Executor, Group, run_group, start_iteration
 from .store import DeviceStore
 from .taskgraph import TaskGraph
@@ -25,22 +26,8 @@ INLINE_BYTES = 1 << 20  # batches smaller than this travel inside the task that 
 _MODELS: dict[tuple[str, int], tuple[Context, DeviceStore]] = {}  # lives on each worker
 
 
-def array_module():
-    """cupy on a worker that has a GPU, numpy elsewhere."""
-    try:
-        import cupy
-
-        if cupy.cuda.is_available():
-            return cupy
-    except Exception:  # no cupy, or a cupy without a usable driver
-        pass
-    import numpy
-
-    return numpy
-
-
-def _install(model_id: str, device: int, ctx: Context) -> str:
-    xp = array_module()
+def _install(model_id: str, device: int, ctx: Context, cpu_only: bool) -> str:
+    xp = array_module(cpu_only)
     _MODELS[(model_id, device)] = (ctx, DeviceStore(device, xp))
     return xp.__name__
 
@@ -71,7 +58,8 @@ def _on_store(model_id: str, device: int, fn, args: tuple):
 class DaskExecutor(Executor):
     """Device d is the worker at `workers[d]`."""
 
-    def __init__(self, taskgraph: TaskGraph, ctx: Context, client, workers: list[str]):
+    def __init__(self, taskgraph: TaskGraph, ctx: Context, client, workers: list[str],
+                 cpu_only: bool = False):
         super().__init__(taskgraph, len(workers))
         self.ctx = ctx
         self.client = client
@@ -80,7 +68,7 @@ class DaskExecutor(Executor):
         self._iterations = itertools.count()
         remote_ctx = Context(ctx.graph, ctx.loss, ctx.optimizer)
         self.array_modules = [
-            client.run(_install, self.model_id, d, remote_ctx, workers=[w])[w]
+            client.run(_install, self.model_id, d, remote_ctx, cpu_only, workers=[w])[w]
             for d, w in enumerate(workers)]
 
     def run(self, *phases: str, zero_gradients: bool = False) -> list[dict[str, float]]:
