@@ -122,20 +122,25 @@ class FFModel:
                padding_w, activation=ActiMode.AC_MODE_NONE, groups=1, use_bias=True,
                shared_op=None, kernel_initializer=None, bias_initializer=None, name=None):
         op = Conv2D(int(out_channels), (int(kernel_h), int(kernel_w)),
-                    (int(stride_h), int(stride_w)),
-                    ((int(padding_h), int(padding_h)), (int(padding_w), int(padding_w))),
+                    (int(stride_h), int(stride_w)), _padding(padding_h, padding_w),
                     ACTIVATION[activation], int(groups), bool(use_bias))
         return self._add(op, [input], name, shared_op, (kernel_initializer, bias_initializer))
 
     def pool2d(self, input, kernel_h, kernel_w, stride_h, stride_w, padding_h, padding_w,
-               pool_type=PoolType.POOL_MAX, activation=ActiMode.AC_MODE_NONE, name=None):
+               pool_type=PoolType.POOL_MAX, activation=ActiMode.AC_MODE_NONE, name=None,
+               count_include_pad=True):
+        """`count_include_pad` (ours) applies to average pooling: False divides each window by
+        the number of its elements inside the input (Keras/TensorFlow 'same' pooling)."""
         op = Pool2D((int(kernel_h), int(kernel_w)), (int(stride_h), int(stride_w)),
-                    ((int(padding_h), int(padding_h)), (int(padding_w), int(padding_w))),
-                    "max" if pool_type == PoolType.POOL_MAX else "avg", ACTIVATION[activation])
+                    _padding(padding_h, padding_w),
+                    "max" if pool_type == PoolType.POOL_MAX else "avg", ACTIVATION[activation],
+                    bool(count_include_pad))
         return self._add(op, [input], name)
 
-    def batch_norm(self, input, relu=True, name=None):
-        return self._add(BatchNorm(bool(relu)), [input], name)
+    def batch_norm(self, input, relu=True, name=None, eps=1e-5, momentum=0.1):
+        """`eps` and `momentum` (ours; PyTorch's meaning: running = (1 - momentum) * running +
+        momentum * batch statistic) default to the values FlexFlow hard-codes."""
+        return self._add(BatchNorm(bool(relu), float(eps), float(momentum)), [input], name)
 
     def layer_norm(self, input, axes, elementwise_affine=True, eps=1e-05, name=None):
         return self._add(LayerNorm(tuple(axes), bool(elementwise_affine), float(eps)), [input],
@@ -436,8 +441,11 @@ class FFModel:
                                f"create a data loader and call next_batch(), or set_tensor()")
         return self._executor.run(*phases, zero_gradients=zero_gradients)
 
-    def forward(self, seq_length=None) -> None:
-        self._ctx.training = self._comp_mode == CompMode.TRAINING
+    def forward(self, seq_length=None, training: bool | None = None) -> None:
+        """`training` (ours) overrides the compile mode for this pass: False runs inference
+        (dropout off, batch norm on its running statistics) without needing a label."""
+        self._require_compiled("forward")
+        self._ctx.training = self._comp_mode == CompMode.TRAINING if training is None else training
         self._run("forward")
         self._ran_forward = True
 
@@ -481,6 +489,15 @@ class FFModel:
         self._ctx.step += 1
         return self._perf.last_loss
 
+    def eval_step(self) -> float:
+        """Inference forward + metrics of the fed batch (input and label) as one graph, no
+        update; returns the batch loss."""
+        self._require_compiled("eval_step")
+        self._ctx.training = False
+        self._perf.add(self._run("forward", "loss"))
+        self._ran_forward = True
+        return self._perf.last_loss
+
     def fit(self, x=None, y=None, batch_size=None, epochs=1) -> None:
         loaders = _loader_list(x, y, "fit")
         iterations = self._iterations(loaders[-1])
@@ -502,10 +519,7 @@ class FFModel:
         for _ in range(self._iterations(loaders[-1])):
             for loader in loaders:
                 loader.next_batch(self)
-            self._ctx.training = False
-            self._run("forward")
-            self._ran_forward = True
-            self.compute_metrics()
+            self.eval_step()
             self._perf.print()
 
     def _iterations(self, label_loader) -> int:
@@ -567,6 +581,14 @@ def _tensor_spec(dims, data_type, what: str) -> TensorSpec:
         return TensorSpec(tuple(int(d) for d in dims), NUMPY_DTYPE[data_type])
     except (TypeError, ValueError) as error:
         raise ShapeError(f"{what}: invalid dims {dims!r}: {error}") from None
+
+
+def _padding(padding_h, padding_w) -> tuple[tuple[int, int], tuple[int, int]]:
+    """((top, bottom), (left, right)) from FlexFlow's symmetric sizes or (ours) from
+    (before, after) pairs."""
+    def pair(p):
+        return (int(p), int(p)) if np.ndim(p) == 0 else (int(p[0]), int(p[1]))
+    return pair(padding_h), pair(padding_w)
 
 
 def _loader_list(x, y, what: str) -> list:
