@@ -8,6 +8,13 @@ device (a plain dependency) or sends the intersection (a Send task on the produc
 Backward mirrors this with gradient pieces, and each weight's replicas send their gradients to
 the first replica (its owner), which updates and sends the new values back.
 
+The graph is assembled from segments: one per layer and phase (its forward tasks and the sends
+that feed them; the loss; its backward tasks and the gradient sends that feed them) and one per
+weight box (its update). A segment is a pure function of the configurations of the few layers it
+touches, and every key in it is derived from layer names and partition indices, never from a
+global counter. So a builder can memoise segments: after a one-layer change only that layer's
+and its neighbours' segments are rebuilt, which is what the simulator's delta mode relies on.
+
 The simulator and the executor both consume this one graph.
 """
 
@@ -20,7 +27,7 @@ from ..ops.box import Box
 from ..ops.graph import Graph
 from . import actions as A
 from .store import WeightKey
-from .strategy import Strategy, StrategyError, validate
+from .strategy import ParallelConfig, Strategy, StrategyError, validate
 
 PHASES = ("forward", "loss", "backward", "update")
 
@@ -56,188 +63,359 @@ class TaskGraph:
         return [t for t in self.tasks if t.phase in phases]
 
 
-class _Builder:
-    def __init__(self, graph: Graph, strategy: Strategy, objective: Objective | None):
-        self.graph = graph
-        self.strategy = strategy
-        self.objective = objective
-        self.tg = TaskGraph()
-        self.values: dict[int, list[tuple[Box, int, str]]] = {}  # tensor -> (box, device, key)
-        self.grads: dict[int, list[tuple[Box, int, str]]] = {}
-        self.loads: dict[tuple[int, Box, int], str] = {}
-        self.weight_tasks: dict[WeightKey, dict[int, list[str]]] = {}  # device -> backward keys
-        self.parts: dict[int, list[tuple[A.Forward, int, str]]] = {}  # layer -> parts
+@dataclass(frozen=True)
+class Partition:
+    """One partition of a layer: its forward action, device and forward task key."""
+
+    action: A.Forward
+    device: int
+    key: str
+
+
+@dataclass(frozen=True)
+class Segment:
+    """The tasks one layer adds to one phase, or one weight box's update. `key` names what the
+    tasks depend on (the segment kind, the layer or weight, the configurations involved): equal
+    keys mean equal tasks. `loads` are the keys of input-loading tasks, which several segments
+    may create; the first one in graph order is kept."""
+
+    key: tuple
+    tasks: tuple[Task, ...]
+    loads: frozenset[str] = frozenset()
+
+
+class _Writer:
+    """Collects one segment's tasks; send keys are numbered within the segment (`tag`)."""
+
+    def __init__(self, tag: str):
+        self.tag = tag
+        self.tasks: list[Task] = []
+        self.loads: set[str] = set()
         self.sends = 0
-        self.keys: set[str] = set()
 
     def add(self, key: str, device: int, phase: str, action: A.Action, deps=()) -> str:
-        if key in self.keys:
-            raise AssertionError(f"task key {key!r} is not unique")
-        self.keys.add(key)
-        self.tg.tasks.append(Task(key, device, phase, action, tuple(dict.fromkeys(deps))))
+        self.tasks.append(Task(key, device, phase, action, tuple(dict.fromkeys(deps))))
         return key
 
+    def send(self, producer_key: str, source: int, action: A.Send, phase: str, deps) -> str:
+        name = producer_key.rsplit("-", 2)[0]
+        kind = "sendgrad" if action.grad else "send"
+        self.sends += 1
+        return self.add(f"{name}-{kind}-{self.tag}.{self.sends}", source, phase, action, deps)
+
+    def load(self, tensor: int, box: Box, device: int, phase: str, action: A.Action) -> str:
+        corner = ".".join(f"{a}_{b}" for a, b in box.bounds)
+        key = f"input{tensor}-load-d{device}-{corner}"
+        if key not in self.loads:
+            self.loads.add(key)
+            self.add(key, device, phase, action)
+        return key
+
+    def segment(self, key: tuple) -> Segment:
+        return Segment(key, tuple(self.tasks), frozenset(self.loads))
+
+
+class TaskGraphBuilder:
+    """Builds the task graphs of one model under many strategies, memoising partitions and
+    segments by the configurations they depend on (strategies must already be valid)."""
+
+    def __init__(self, graph: Graph, objective: Objective | None = None):
+        self.graph = graph
+        self.objective = objective
+        layers = graph.layers
+        self.producers = [tuple(dict.fromkeys(graph.tensors[t].producer[0] for t in layer.inputs
+                                              if graph.tensors[t].producer is not None))
+                          for layer in layers]
+        readers: dict[int, list[int]] = {}
+        for layer in layers:
+            for t in dict.fromkeys(layer.inputs):
+                readers.setdefault(t, []).append(layer.index)
+        self.readers = {t: tuple(reversed(v)) for t, v in readers.items()}  # backward order
+        self.skip = self.last = self.grad_tensor = None
+        if objective is not None:
+            self.last = graph.tensors[objective.output].producer[0]
+            last = layers[self.last]
+            self.grad_tensor = last.inputs[0] if objective.through_softmax else objective.output
+            if objective.through_softmax:
+                self.skip = self.last
+        self._parts: dict[tuple[int, ParallelConfig], tuple[Partition, ...]] = {}
+        self._segments: dict[tuple, Segment] = {}
+
+    # ---- partitions -----------------------------------------------------------------------------
+    def parts(self, index: int, config: ParallelConfig) -> tuple[Partition, ...]:
+        cache = (index, config)
+        if cache not in self._parts:
+            self._parts[cache] = self._make_parts(index, config)
+        return self._parts[cache]
+
+    def _make_parts(self, index: int, config: ParallelConfig) -> tuple[Partition, ...]:
+        layer = self.graph.layers[index]
+        in_specs = self.graph.in_specs(layer)
+        out_shapes = [self.graph.tensors[t].spec.shape for t in layer.outputs]
+        groups = reduction_groups(layer.op.reduction_dims, config.degrees)
+        parts = []
+        for p, (box, device) in enumerate(zip(config.boxes(out_shapes[0]), config.devices)):
+            out_boxes = tuple(
+                Box(tuple(b if n == out_shapes[0][d] else (0, n)
+                          for d, (b, n) in enumerate(zip(box.bounds, shape))))
+                for shape in out_shapes)
+            in_boxes = tuple(layer.op.input_box(box, in_specs, i).clip(s.shape)
+                             for i, s in enumerate(in_specs))
+            weight_keys = tuple((layer.weight_owner, k, layer.op.weight_box(box, in_specs, k))
+                                for k in range(len(layer.weights)))
+            action = A.Forward(index, p, out_boxes, in_boxes, weight_keys, groups[p])
+            parts.append(Partition(action, device, f"{layer.name}-forward-{p}"))
+        return tuple(parts)
+
+    def _values(self, strategy: Strategy, tensor: int) -> list[tuple[Box, int, str]]:
+        """(box, device, key) of every piece of a layer output."""
+        index, k = self.graph.tensors[tensor].producer
+        return [(part.action.out_boxes[k], part.device, part.key)
+                for part in self.parts(index, strategy[self.graph.layers[index].name])]
+
+    # ---- segments -------------------------------------------------------------------------------
+    def segments(self, strategy: Strategy) -> list[Segment]:
+        """The graph's segments in a topological order: forward by layer, the loss, backward in
+        reverse, then one update per weight box in order of first use."""
+        layers = self.graph.layers
+        out = [self._segment(self._forward_key(strategy, layer.index), strategy)
+               for layer in layers]
+        if self.objective is None:
+            return out
+        out.append(self._segment(("loss", strategy[layers[self.last].name]), strategy))
+        out += [self._segment(self._backward_key(strategy, layer.index), strategy)
+                for layer in reversed(layers) if layer.index != self.skip]
+        out += [self._segment(key, strategy) for key in self._update_keys(strategy)]
+        return out
+
+    def _forward_key(self, strategy: Strategy, index: int) -> tuple:
+        names = [self.graph.layers[i].name for i in (index, *self.producers[index])]
+        return ("forward", index) + tuple(strategy[n] for n in names)
+
+    def _backward_key(self, strategy: Strategy, index: int) -> tuple:
+        layer = self.graph.layers[index]
+        consumers = [i for t in layer.outputs for i in self.readers.get(t, ())]
+        if self.grad_tensor in layer.outputs:
+            consumers.append(self.last)
+        return ("backward", index) + tuple(strategy[self.graph.layers[i].name]
+                                           for i in (index, *consumers))
+
+    def _segment(self, key: tuple, strategy: Strategy) -> Segment:
+        segment = self._segments.get(key)
+        if segment is None:
+            kind = key[0]
+            if kind == "forward":
+                segment = self._forward(key, strategy, self.graph.layers[key[1]])
+            elif kind == "loss":
+                segment = self._loss(key, strategy)
+            elif kind == "backward":
+                segment = self._backward(key, strategy, self.graph.layers[key[1]])
+            else:
+                segment = self._update(key)
+            self._segments[key] = segment
+        return segment
+
     # ---- forward ----------------------------------------------------------------------------
-    def need_value(self, tensor: int, box: Box, device: int, phase: str = "forward") -> list[str]:
+    def _need_value(self, w: _Writer, strategy, tensor: int, box: Box, device: int,
+                    phase: str = "forward") -> list[str]:
         """Keys of the tasks that put `box` of `tensor` on `device`."""
         spec = self.graph.tensors[tensor]
         if spec.producer is None:  # fed from outside, or a constant: made where it is needed
-            cache = (tensor, box, device)
-            if cache not in self.loads:
-                action = A.Load(tensor, box) if spec.constant is None else A.Fill(
-                    tensor, box, spec.constant)
-                self.loads[cache] = self.add(f"input{tensor}-load-{len(self.loads)}", device,
-                                             phase, action)
-            return [self.loads[cache]]
-        return self._gather(self.values[tensor], tensor, box, device, "forward", grad=False)
+            action = A.Load(tensor, box) if spec.constant is None else A.Fill(
+                tensor, box, spec.constant)
+            return [w.load(tensor, box, device, phase, action)]
+        return _gather(w, self._values(strategy, tensor), tensor, box, device, "forward",
+                       grad=False)
 
-    def _gather(self, pieces, tensor, box, device, phase, grad):
-        """Dependencies that bring the pieces of `tensor` intersecting `box` to `device`.
-
-        Values are sent piece by piece. Gradient pieces are partial sums, so each remote device
-        sends once: the sum of all its pieces over the bounding box of their intersections
-        (sending per piece would send that sum once per piece)."""
-        deps = []
-        remote: dict[int, list[tuple[Box, str]]] = {}
-        for piece_box, piece_device, key in pieces:
-            inter = piece_box.intersect(box)
-            if inter.is_empty():
-                continue
-            if piece_device == device:
-                deps.append(key)
-            elif grad:
-                remote.setdefault(piece_device, []).append((inter, key))
-            else:
-                deps.append(self._send(key, piece_device, A.Send(tensor, inter, device, False),
-                                       phase, [key]))
-        for source, found in remote.items():
-            bounds = Box(tuple((min(b.bounds[d][0] for b, _ in found),
-                                max(b.bounds[d][1] for b, _ in found))
-                               for d in range(box.ndim)))
-            deps.append(self._send(found[0][1], source, A.Send(tensor, bounds, device, True),
-                                   phase, [k for _, k in found]))
-        return deps
-
-    def _send(self, producer_key: str, source: int, action: A.Send, phase: str, deps) -> str:
-        self.sends += 1
-        name = producer_key.rsplit("-", 2)[0]
-        kind = "sendgrad" if action.grad else "send"
-        return self.add(f"{name}-{kind}-{self.sends}", source, phase, action, deps)
-
-    def forward(self):
-        for layer in self.graph.layers:
-            config = self.strategy[layer.name]
-            in_specs = self.graph.in_specs(layer)
-            out_shapes = [self.graph.tensors[t].spec.shape for t in layer.outputs]
-            groups = reduction_groups(layer.op.reduction_dims, config.degrees)
-            pending = []
-            for p, (box, device) in enumerate(zip(config.boxes(out_shapes[0]), config.devices)):
-                out_boxes = tuple(
-                    Box(tuple(b if n == out_shapes[0][d] else (0, n)
-                              for d, (b, n) in enumerate(zip(box.bounds, shape))))
-                    for shape in out_shapes)
-                in_boxes = tuple(layer.op.input_box(box, in_specs, i).clip(s.shape)
-                                 for i, s in enumerate(in_specs))
-                weight_keys = tuple((layer.weight_owner, k, layer.op.weight_box(box, in_specs, k))
-                                    for k in range(len(layer.weights)))
-                deps = []
-                for tensor, in_box in zip(layer.inputs, in_boxes):
-                    deps += self.need_value(tensor, in_box, device)
-                for wkey in weight_keys:
-                    devices = self.tg.weight_devices.setdefault(wkey, [])
-                    if device not in devices:
-                        devices.append(device)
-                action = A.Forward(layer.index, p, out_boxes, in_boxes, weight_keys, groups[p])
-                if groups[p]:
-                    self.add(f"{layer.name}-fpartial-{p}", device, "forward",
-                             A.ForwardPartial(action), deps)
-                pending.append((action, device, deps))
-            for p, (action, device, deps) in enumerate(pending):
-                deps += self._partials(layer, "forward", action.group, device, pending)
-                key = self.add(f"{layer.name}-forward-{p}", device, "forward", action, deps)
-                self.parts.setdefault(layer.index, []).append((action, device, key))
-                for tensor, out_box in zip(layer.outputs, action.out_boxes):
-                    self.values.setdefault(tensor, []).append((out_box, device, key))
-
-    def _partials(self, layer, phase: str, group: tuple[int, ...], device: int, parts) -> list:
-        """Dependencies that bring every partial of `group` to `device`."""
-        deps = []
-        for q in group:
-            source = parts[q][1]
-            key = f"{layer.name}-{phase[0]}partial-{q}"
-            if source == device:
-                deps.append(key)
-            else:
-                deps.append(self.add(f"{layer.name}-{phase[0]}partial{q}-send-{device}", source,
-                                     phase, A.SendPartial(layer.index, phase, q, device), [key]))
-        return deps
+    def _forward(self, key: tuple, strategy: Strategy, layer) -> Segment:
+        w = _Writer(layer.name)
+        parts = self.parts(layer.index, strategy[layer.name])
+        pending = []
+        for p, part in enumerate(parts):
+            deps = []
+            for tensor, in_box in zip(layer.inputs, part.action.in_boxes):
+                deps += self._need_value(w, strategy, tensor, in_box, part.device)
+            if part.action.group:
+                w.add(f"{layer.name}-fpartial-{p}", part.device, "forward",
+                      A.ForwardPartial(part.action), deps)
+            pending.append(deps)
+        for p, part in enumerate(parts):
+            deps = pending[p] + _partials(w, layer, "forward", part.action.group, part.device,
+                                          parts)
+            w.add(part.key, part.device, "forward", part.action, deps)
+        return w.segment(key)
 
     # ---- loss and backward ----------------------------------------------------------------------
-    def loss(self):
+    def _loss(self, key: tuple, strategy: Strategy) -> Segment:
         objective = self.objective
-        producer = self.graph.tensors[objective.output].producer[0]
-        last = self.graph.layers[producer]
-        grad_tensor = last.inputs[0] if objective.through_softmax else objective.output
-        for p, (box, device, key) in enumerate(self.values[objective.output]):
-            deps = [key] + self.need_value(objective.label, self._label_box(box), device, "loss")
-            loss_key = self.add(f"{last.name}-loss-{p}", device, "loss",
-                                A.Loss(objective.output, box, objective.label,
-                                       self._label_box(box), grad_tensor), deps)
-            self.grads.setdefault(grad_tensor, []).append((box, device, loss_key))
+        last = self.graph.layers[self.last]
+        w = _Writer(f"{last.name}.loss")
+        for p, (box, device, value_key) in enumerate(self._values(strategy, objective.output)):
+            label_box = self._label_box(box)
+            deps = [value_key] + self._need_value(w, strategy, objective.label, label_box,
+                                                  device, "loss")
+            w.add(f"{last.name}-loss-{p}", device, "loss",
+                  A.Loss(objective.output, box, objective.label, label_box, self.grad_tensor),
+                  deps)
+        return w.segment(key)
 
     def _label_box(self, box: Box) -> Box:
         label_shape = self.graph.tensors[self.objective.label].spec.shape
         return Box(tuple(b if n == m else (0, m) for b, n, m in zip(
             box.bounds, self.graph.tensors[self.objective.output].spec.shape, label_shape)))
 
-    def backward(self):
-        skip = None
-        if self.objective is not None and self.objective.through_softmax:
-            skip = self.graph.tensors[self.objective.output].producer[0]
-        for layer in reversed(self.graph.layers):
-            if layer.index == skip:
+    def _grad_pieces(self, strategy: Strategy, tensor: int) -> list[tuple[Box, int, str]]:
+        """Gradient pieces of a layer output, in the order backward produces them: the loss's,
+        then each consumer's backward partitions, consumers in reverse layer order."""
+        pieces = []
+        if tensor == self.grad_tensor:
+            last = self.graph.layers[self.last].name
+            pieces += [(box, device, f"{last}-loss-{p}") for p, (box, device, _) in
+                       enumerate(self._values(strategy, self.objective.output))]
+        if not self.graph.tensors[tensor].spec.dtype.startswith("float"):
+            return pieces
+        for index in self.readers.get(tensor, ()):
+            if index == self.skip:
                 continue
-            parts = self.parts[layer.index]
-            grad_deps = []
-            for p, (fwd, device, _) in enumerate(parts):
-                deps = []
-                for tensor, box in zip(layer.outputs, fwd.out_boxes):
-                    deps += self._gather(self.grads.get(tensor, []), tensor, box, device,
-                                         "backward", grad=True)
-                grad_deps.append(deps)
-                if fwd.group:
-                    self.add(f"{layer.name}-bpartial-{p}", device, "backward",
-                             A.BackwardPartial(layer.index, p), deps)
-            for p, (fwd, device, _) in enumerate(parts):
-                deps = grad_deps[p] + self._partials(layer, "backward", fwd.group, device, parts)
-                key = self.add(f"{layer.name}-backward-{p}", device, "backward",
-                               A.Backward(layer.index, p, fwd.group), deps)
-                for tensor, box in zip(layer.inputs, fwd.in_boxes):
-                    spec = self.graph.tensors[tensor]
-                    if spec.producer is not None and spec.spec.dtype.startswith("float"):
-                        self.grads.setdefault(tensor, []).append((box, device, key))
-                for wkey in fwd.weight_keys:
-                    self.weight_tasks.setdefault(wkey, {}).setdefault(device, []).append(key)
+            consumer = self.graph.layers[index]
+            for q, part in enumerate(self.parts(index, strategy[consumer.name])):
+                for t, box in zip(consumer.inputs, part.action.in_boxes):
+                    if t == tensor:
+                        pieces.append((box, part.device, f"{consumer.name}-backward-{q}"))
+        return pieces
 
-    def update(self):
-        boxes_seen: dict[tuple[int, int], int] = {}
-        for wkey, devices in self.tg.weight_devices.items():
-            layer = self.graph.layers[wkey[0]]
-            if layer.weights[wkey[1]].role in A.BUFFER_ROLES:
+    def _backward(self, key: tuple, strategy: Strategy, layer) -> Segment:
+        w = _Writer(layer.name)
+        parts = self.parts(layer.index, strategy[layer.name])
+        pieces = {t: self._grad_pieces(strategy, t) for t in dict.fromkeys(layer.outputs)}
+        grad_deps = []
+        for p, part in enumerate(parts):
+            deps = []
+            for tensor, box in zip(layer.outputs, part.action.out_boxes):
+                deps += _gather(w, pieces[tensor], tensor, box, part.device, "backward",
+                                grad=True)
+            grad_deps.append(deps)
+            if part.action.group:
+                w.add(f"{layer.name}-bpartial-{p}", part.device, "backward",
+                      A.BackwardPartial(layer.index, p), deps)
+        for p, part in enumerate(parts):
+            deps = grad_deps[p] + _partials(w, layer, "backward", part.action.group,
+                                            part.device, parts)
+            w.add(f"{layer.name}-backward-{p}", part.device, "backward",
+                  A.Backward(layer.index, p, part.action.group), deps)
+        return w.segment(key)
+
+    # ---- update ---------------------------------------------------------------------------------
+    def weight_devices(self, strategy: Strategy) -> dict[WeightKey, list[int]]:
+        """Devices holding each weight box, owner (first user in layer order) first."""
+        devices: dict[WeightKey, list[int]] = {}
+        for layer in self.graph.layers:
+            for part in self.parts(layer.index, strategy[layer.name]):
+                for wkey in part.action.weight_keys:
+                    holders = devices.setdefault(wkey, [])
+                    if part.device not in holders:
+                        holders.append(part.device)
+        return devices
+
+    def _update_keys(self, strategy: Strategy) -> list[tuple]:
+        backward: dict[WeightKey, dict[int, list[str]]] = {}
+        for layer in reversed(self.graph.layers):
+            if layer.index == self.skip:
                 continue
-            owner, replicas = devices[0], devices[1:]
-            backward = self.weight_tasks.get(wkey, {})
+            for p, part in enumerate(self.parts(layer.index, strategy[layer.name])):
+                for wkey in part.action.weight_keys:
+                    backward.setdefault(wkey, {}).setdefault(part.device, []).append(
+                        f"{layer.name}-backward-{p}")
+        keys = []
+        boxes_seen: dict[tuple[int, int], int] = {}
+        for wkey, devices in self.weight_devices(strategy).items():
+            if self.graph.layers[wkey[0]].weights[wkey[1]].role in A.BUFFER_ROLES:
+                continue
             box_index = boxes_seen[wkey[:2]] = boxes_seen.get(wkey[:2], -1) + 1
-            name = f"{layer.name}-w{wkey[1]}b{box_index}"
-            deps = list(backward.get(owner, []))
-            for r in replicas:
-                deps.append(self.add(f"{name}-sendgrad-{r}", r, "update",
-                                     A.SendWeightGrad(wkey, owner), backward.get(r, [])))
-            update = self.add(f"{name}-update", owner, "update", A.Update(wkey), deps)
-            for r in replicas:
-                send = self.add(f"{name}-sendweight-{r}", owner, "update", A.SendWeight(wkey, r),
-                                [update])
-                self.add(f"{name}-receive-{r}", r, "update", A.Receive(), [send])
+            done = backward.get(wkey, {})
+            keys.append(("update", wkey, box_index, tuple(devices),
+                         tuple(tuple(done.get(d, ())) for d in devices)))
+        return keys
+
+    def _update(self, key: tuple) -> Segment:
+        _, wkey, box_index, devices, done = key
+        name = f"{self.graph.layers[wkey[0]].name}-w{wkey[1]}b{box_index}"
+        w = _Writer(name)
+        owner, replicas = devices[0], devices[1:]
+        deps = list(done[0])
+        for r, after in zip(replicas, done[1:]):
+            deps.append(w.add(f"{name}-sendgrad-{r}", r, "update",
+                              A.SendWeightGrad(wkey, owner), after))
+        update = w.add(f"{name}-update", owner, "update", A.Update(wkey), deps)
+        for r in replicas:
+            send = w.add(f"{name}-sendweight-{r}", owner, "update", A.SendWeight(wkey, r),
+                         [update])
+            w.add(f"{name}-receive-{r}", r, "update", A.Receive(), [send])
+        return w.segment(key)
+
+    # ---- assembly -------------------------------------------------------------------------------
+    def build(self, strategy: Strategy) -> TaskGraph:
+        tg = TaskGraph(weight_devices=self.weight_devices(strategy))
+        seen: set[str] = set()
+        for segment in self.segments(strategy):
+            tg.tasks += assemble(segment, seen)
+        keys = [t.key for t in tg.tasks]
+        if len(set(keys)) != len(keys):
+            raise AssertionError("task keys are not unique")
+        return tg
+
+
+def assemble(segment: Segment, seen_loads: set[str]):
+    """The segment's tasks minus loads an earlier segment already made (updates `seen_loads`)."""
+    if not segment.loads or segment.loads.isdisjoint(seen_loads):
+        seen_loads |= segment.loads
+        return segment.tasks
+    tasks = [t for t in segment.tasks if t.key not in seen_loads]
+    seen_loads |= segment.loads
+    return tasks
+
+
+def _gather(w: _Writer, pieces, tensor, box, device, phase, grad):
+    """Dependencies that bring the pieces of `tensor` intersecting `box` to `device`.
+
+    Values are sent piece by piece. Gradient pieces are partial sums, so each remote device
+    sends once: the sum of all its pieces over the bounding box of their intersections
+    (sending per piece would send that sum once per piece)."""
+    deps = []
+    remote: dict[int, list[tuple[Box, str]]] = {}
+    for piece_box, piece_device, key in pieces:
+        inter = piece_box.intersect(box)
+        if inter.is_empty():
+            continue
+        if piece_device == device:
+            deps.append(key)
+        elif grad:
+            remote.setdefault(piece_device, []).append((inter, key))
+        else:
+            deps.append(w.send(key, piece_device, A.Send(tensor, inter, device, False), phase,
+                               [key]))
+    for source, found in remote.items():
+        bounds = Box(tuple((min(b.bounds[d][0] for b, _ in found),
+                            max(b.bounds[d][1] for b, _ in found))
+                           for d in range(box.ndim)))
+        deps.append(w.send(found[0][1], source, A.Send(tensor, bounds, device, True), phase,
+                           [k for _, k in found]))
+    return deps
+
+
+def _partials(w: _Writer, layer, phase: str, group: tuple[int, ...], device: int,
+              parts) -> list[str]:
+    """Dependencies that bring every partial of `group` to `device`."""
+    deps = []
+    for q in group:
+        source = parts[q].device
+        key = f"{layer.name}-{phase[0]}partial-{q}"
+        if source == device:
+            deps.append(key)
+        else:
+            deps.append(w.add(f"{layer.name}-{phase[0]}partial{q}-send-{device}", source, phase,
+                              A.SendPartial(layer.index, phase, q, device), [key]))
+    return deps
 
 
 def reduction_groups(reduction_dims, degrees) -> list[tuple[int, ...]]:
@@ -253,20 +431,19 @@ def reduction_groups(reduction_dims, degrees) -> list[tuple[int, ...]]:
     return [tuple(q for q, other in enumerate(coords) if key(other) == key(c)) for c in coords]
 
 
+def check_training_output(graph: Graph, strategy: Strategy, objective: Objective) -> None:
+    """The loss and metrics read the model output whole per sample: only its batch may split."""
+    last = graph.layers[graph.tensors[objective.output].producer[0]]
+    if any(d > 1 for d in strategy[last.name].degrees[1:]):
+        raise StrategyError(f"layer '{last.name}' produces the model output, which the loss "
+                            f"and metrics read whole per sample: it may only be split along "
+                            f"the batch dim, got degrees {strategy[last.name].degrees}")
+
+
 def build_task_graph(graph: Graph, strategy: Strategy, num_devices: int,
                      objective: Objective | None = None) -> TaskGraph:
     """The training (or, without an objective, inference) task graph of one iteration."""
     validate(graph, strategy, num_devices)
     if objective is not None:
-        last = graph.layers[graph.tensors[objective.output].producer[0]]
-        if any(d > 1 for d in strategy[last.name].degrees[1:]):
-            raise StrategyError(f"layer '{last.name}' produces the model output, which the loss "
-                                f"and metrics read whole per sample: it may only be split along "
-                                f"the batch dim, got degrees {strategy[last.name].degrees}")
-    builder = _Builder(graph, strategy, objective)
-    builder.forward()
-    if objective is not None:
-        builder.loss()
-        builder.backward()
-        builder.update()
-    return builder.tg
+        check_training_output(graph, strategy, objective)
+    return TaskGraphBuilder(graph, objective).build(strategy)
