@@ -61,6 +61,21 @@ class NormInitializer(Initializer):
             np.float32)
 
 
+class ArrayInitializer(Initializer):
+    """(ours) A given value, e.g. a weight imported from another framework, or the value
+    `Parameter.set_weights` assigned before compile()."""
+
+    def __init__(self, array):
+        self.array = np.array(array, dtype=np.float32)  # a copy: later edits of the caller's
+        # array must not change the weight
+
+    def __call__(self, spec):
+        if self.array.shape != tuple(spec.shape):
+            raise ValueError(f"ArrayInitializer: weight {spec.name} has shape {spec.shape}, the "
+                             f"array has {self.array.shape}")
+        return self.array.copy()
+
+
 def default_initializer(spec: WeightSpec, seed: int) -> Initializer:
     if spec.role in ("kernel", "embedding"):
         return GlorotUniformInitializer(seed)

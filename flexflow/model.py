@@ -15,7 +15,7 @@ import numpy as np
 
 from .config import FFConfig
 from .dataloader import SingleDataLoader, check_full_array
-from .initializers import Initializer, default_initializer
+from .initializers import ArrayInitializer, Initializer, default_initializer
 from .losses import SPARSE_LOSSES, LossFunction
 from .metrics import PerfMetrics
 from .op import Op, wrap
@@ -36,6 +36,7 @@ from .ops.reduce import Mean
 from .ops.reshape import Flat, Reshape, Reverse, Transpose
 from .ops.softmax import Softmax
 from .ops.spec import ShapeError, TensorSpec
+from .ops.weight import Weight
 from .scheduler.actions import Context
 from .scheduler import cluster as cluster_module
 from .scheduler import strategy_file
@@ -81,6 +82,15 @@ class FFModel:
                         data_type=DataType.DT_FLOAT) -> Tensor:
         spec = _tensor_spec(dims, data_type, "create_constant")
         return self._tensor(self.graph.add_constant(spec, value).id)
+
+    def create_weight(self, dims: Sequence[int], trainable: bool = True,
+                      initializer: Initializer | None = None, name=None) -> Tensor:
+        """(ours) A float32 weight used as a tensor: a layer with no inputs whose output is the
+        weight, for models that add or multiply parameters directly. Its value comes from
+        `initializer` or `t.owner_op.get_parameter_by_id(0).set_weights(...)` (before or after
+        compile); a frozen weight (`trainable=False`) is a constant the optimizer never changes."""
+        op = Weight(tuple(int(d) for d in dims), bool(trainable))
+        return self._add(op, [], name, None, (initializer,))
 
     def _tensor(self, tensor_id: int) -> Tensor:
         if tensor_id not in self._tensors:
@@ -567,6 +577,11 @@ class FFModel:
         return self._executor.get_weight(*self._weight_ref(layer_index, weight_index))
 
     def _set_weight(self, layer_index: int, weight_index: int, array: np.ndarray) -> None:
+        if self._executor is None:
+            # before compile (ours): the value compile() creates the weight with
+            owner = self.graph.layers[layer_index].weight_owner
+            self._initializers[(owner, weight_index)] = ArrayInitializer(array)
+            return
         owner, index, _ = self._weight_ref(layer_index, weight_index)
         self._executor.set_weight(owner, index, array)
 
