@@ -29,6 +29,7 @@ from .ops.dense import Dense
 from .ops.dropout import Dropout
 from .ops.elementwise import ElementBinary, ElementUnary
 from .ops.embedding import Embedding
+from .ops.erf import Erf
 from .ops.graph import Graph, GraphTensor
 from .ops.layer_norm import LayerNorm
 from .ops.pool2d import Pool2D
@@ -223,6 +224,10 @@ class FFModel:
 
     def rsqrt(self, input, name=None):
         return self._unary("rsqrt", input, name)
+
+    def erf(self, input, name=None):
+        """(ours) The error function, element-wise."""
+        return self._add(Erf(), [input], name)
 
     def pow(self, input, exponent, name=None):
         return self._unary("pow", input, name, exponent)
@@ -424,13 +429,15 @@ class FFModel:
 
     def _initialize_weights(self) -> None:
         seed = self._ffconfig.seed
+        arrays = {}
         for layer in self.graph.layers:
             if layer.weight_owner != layer.index:
                 continue
             for k, spec in enumerate(layer.weights):
                 init = self._initializers.get((layer.index, k)) or default_initializer(
                     spec, seed * 1_000_003 + (layer.index + 100) * 31 + k)
-                self._executor.set_weight(layer.index, k, init(spec))
+                arrays[(layer.index, k)] = init(spec)
+        self._executor.set_weights(arrays)
 
     def init_layers(self) -> None:
         """Weights are created and initialised by compile(); kept for FlexFlow's call order."""
