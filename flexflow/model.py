@@ -33,6 +33,7 @@ from .ops.erf import Erf
 from .ops.graph import Graph, GraphTensor
 from .ops.layer_norm import LayerNorm
 from .ops.pool2d import Pool2D
+from .ops.power import Power
 from .ops.reduce import Mean
 from .ops.reshape import Flat, Reshape, Reverse, Transpose
 from .ops.softmax import Softmax
@@ -230,6 +231,9 @@ class FFModel:
         return self._add(Erf(), [input], name)
 
     def pow(self, input, exponent, name=None):
+        """`exponent` is a number, or (ours) a tensor broadcast against `input`."""
+        if isinstance(exponent, Tensor):
+            return self._add(Power(), [input, exponent], name)
         return self._unary("pow", input, name, exponent)
 
     def mean(self, input, dims, keepdims=False, name=None):
