@@ -32,6 +32,7 @@ from .ops.embedding import Embedding
 from .ops.erf import Erf
 from .ops.graph import Graph, GraphTensor
 from .ops.layer_norm import LayerNorm
+from .ops.log_softmax import LogSoftmax
 from .ops.pool2d import Pool2D
 from .ops.power import Power
 from .ops.reduce import Mean
@@ -173,6 +174,10 @@ class FFModel:
 
     def softmax(self, input, axis=-1, name=None):
         return self._add(Softmax(int(axis)), [input], name)
+
+    def log_softmax(self, input, axis=-1, name=None):
+        """(ours) log(softmax(input)), computed stably along `axis`."""
+        return self._add(LogSoftmax(int(axis)), [input], name)
 
     def concat(self, tensors, axis, name=None):
         return self._add(Concat(int(axis)), list(tensors), name)

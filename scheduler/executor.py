@@ -109,11 +109,20 @@ class Executor:
                 if k[0] == owner and k[1] == index]
 
     def set_weight(self, owner: int, index: int, array) -> None:
-        full = Box.full(array.shape)
-        for key, devices in self._weight_boxes(owner, index):
-            piece = numpy.ascontiguousarray(array[key[2].relative_to(full)], numpy.float32)
-            for d in devices:
-                self._call(d, _store_set_weight, key, piece)
+        self.set_weights({(owner, index): array})
+
+    def set_weights(self, arrays: dict[tuple[int, int], Any]) -> None:
+        """Write whole weights, keyed (owner layer, weight index), to every device holding a box
+        of them: one call per device."""
+        per_device: dict[int, list] = {}
+        for (owner, index), array in arrays.items():
+            full = Box.full(array.shape)
+            for key, devices in self._weight_boxes(owner, index):
+                piece = numpy.ascontiguousarray(array[key[2].relative_to(full)], numpy.float32)
+                for d in devices:
+                    per_device.setdefault(d, []).append((key, piece))
+        for d, pieces in per_device.items():
+            self._call(d, _store_set_weights, pieces)
 
     def get_weight(self, owner: int, index: int, shape: tuple[int, ...]):
         out = numpy.empty(shape, numpy.float32)
@@ -191,11 +200,12 @@ def start_iteration(store: DeviceStore, clear_iteration: bool, zero_gradients: b
 
 
 # ---- functions of a store, run where the store lives ------------------------------------------
-def _store_set_weight(store: DeviceStore, key: WeightKey, piece) -> None:
-    if key in store.weights:
-        store.weights[key][...] = store.xp.asarray(piece)
-    else:
-        store.weights[key] = store.xp.array(piece, dtype="float32")
+def _store_set_weights(store: DeviceStore, pieces) -> None:
+    for key, piece in pieces:
+        if key in store.weights:
+            store.weights[key][...] = store.xp.asarray(piece)
+        else:
+            store.weights[key] = store.xp.array(piece, dtype="float32")
 
 
 def _store_get_weight(store: DeviceStore, key: WeightKey):
