@@ -9,7 +9,7 @@ phases of that graph. Host access to tensors and weights goes through the execut
 from __future__ import annotations
 
 import sys
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -69,7 +69,6 @@ class FFModel:
         self._perf = PerfMetrics()
         self._comp_mode = CompMode.TRAINING
         self._ran_forward = False
-        self._compile_callbacks: list[Callable[[FFModel], None]] = []
 
     @property
     def ffconfig(self) -> FFConfig:
@@ -406,15 +405,7 @@ class FFModel:
             xp = cluster_module.array_module(cpu_only)
             self._executor = LocalExecutor(taskgraph, self._ctx, num_devices, xp)
         self._initialize_weights()
-        for callback in self._compile_callbacks:
-            callback(self)
         print("Compiled ffmodel!")
-
-    def add_compile_callback(self, callback: Callable[[FFModel], None]) -> None:
-        """Run `callback(ffmodel)` at the end of every compile(), once the weights exist and are
-        initialised: front ends that bring trained weights (flexflow.torch) load them there, so
-        they survive the initialisation compile() performs."""
-        self._compile_callbacks.append(callback)
 
     def _cluster(self):
         """The Dask cluster this run uses, or None to run in this process (DESIGN.md)."""
