@@ -1,0 +1,192 @@
+"""The `.ff` intermediate representation: one node per torch.fx node, and its text formats.
+
+A node has a name (the FX node name, which becomes the FlexFlow layer name), the names of the nodes
+it reads (`inputs`, in argument order, repeats kept) and of the nodes that read it (`outputs`), an
+`OpType` and a list of parameters. Parameters are Python literals (int, float, bool, None, str,
+tuples, lists, slices, Ellipsis) or a `Ref` to another node whose *value* is used (a size computed
+in the graph, as in `x.view(x.size(0), -1)`).
+
+Formats (one line per node, in topological order):
+
+* v2 (FlexFlow r22.07+, written here): `name; in1,in2,; out1,; OPTYPE_NAME; param; ...`. A
+  parameter ending in `,` is a `Ref`. A `get_attr` node is `name; ATTRIBUTE`.
+* v1 (r21.03-r21.09, read): `name, in1:in2:, out1:, OPTYPE_NAME, param, ...`.
+* v0 (r20.12, read): `name, in1:in2:, <OpType value>, param, ...` (no consumer list; CONV2D has
+  no groups field).
+
+Parameters are read with `ast.literal_eval`, which accepts literals only: a file can never run
+code.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from flexflow.type import OpType
+
+IR_DELIMITER = "; "
+INOUT_DELIMITER = ","
+V1_EDGE_DELIMITER = ":"
+_SLICE = re.compile(r"^slice\((.*)\)$")
+
+
+class ConversionError(ValueError):
+    """A torch model or a `.ff` file uses something the PyTorch front end cannot translate; the
+    message names the node, what it calls and where it comes from."""
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A parameter that stands for the value of another node."""
+
+    name: str
+
+
+@dataclass
+class IRNode:
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    op_type: OpType
+    params: tuple = ()
+    where: str = field(default="", compare=False)  # source line or file line, for errors
+
+    def error(self, what: str) -> ConversionError:
+        """An error about this node, naming it, its op and where it comes from."""
+        where = f" ({self.where})" if self.where else ""
+        return ConversionError(f"node '{self.name}' ({self.op_type.name}){where}: {what}")
+
+
+# ---- parameters ---------------------------------------------------------------------------------
+def format_param(value) -> str:
+    """Text of one parameter; `str()` of the value, as FlexFlow's exporter writes them."""
+    if isinstance(value, Ref):
+        return value.name + INOUT_DELIMITER
+    if value is Ellipsis:
+        return "..."
+    return str(value)
+
+
+def parse_param(text: str):
+    """The value of one parameter's text: a literal, a slice, a `Ref` or else the bare string."""
+    text = text.strip()
+    if text.endswith(INOUT_DELIMITER):
+        return Ref(text[:-1])
+    match = _SLICE.match(text)
+    if match:
+        return slice(*(parse_param(part) for part in match.group(1).split(",")))
+    if text in ("inf", "-inf", "nan"):
+        return float(text)
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+# ---- lines --------------------------------------------------------------------------------------
+def format_node(node: IRNode) -> str:
+    """The node's v2 line (without the newline)."""
+    if node.op_type == OpType.ATTRIBUTE:
+        return IR_DELIMITER.join([node.name, OpType.ATTRIBUTE.name])
+    fields = [node.name, "".join(n + INOUT_DELIMITER for n in node.inputs),
+              "".join(n + INOUT_DELIMITER for n in node.outputs), node.op_type.name]
+    fields += [format_param(p) for p in node.params]
+    return IR_DELIMITER.join(fields)
+
+
+def _names(text: str, delimiter: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(delimiter) if name.strip())
+
+
+def _op_type(text: str, where: str) -> OpType:
+    text = text.strip()
+    try:
+        return OpType(int(text)) if text.lstrip("-").isdigit() else OpType[text]
+    except (KeyError, ValueError):
+        raise ConversionError(f"{where}: unknown op type {text!r}") from None
+
+
+def _parse_v2(line: str, where: str) -> IRNode:
+    fields = [f.strip() for f in line.split(";")]
+    if len(fields) == 2 and fields[1] == OpType.ATTRIBUTE.name:
+        return IRNode(fields[0], (), (), OpType.ATTRIBUTE, (), where)
+    if len(fields) < 4:
+        raise ConversionError(f"{where}: expected 'name; inputs; outputs; OPTYPE[; params]', got "
+                              f"{line!r}")
+    name, inputs, outputs, op = fields[:4]
+    params = tuple(parse_param(p) for p in fields[4:])
+    return IRNode(name, _names(inputs, INOUT_DELIMITER), _names(outputs, INOUT_DELIMITER),
+                  _op_type(op, where), params, where)
+
+
+def _parse_v1(line: str, where: str) -> IRNode:
+    fields = _split_top_level(line)
+    if len(fields) < 4:
+        raise ConversionError(f"{where}: expected 'name, inputs, outputs, OPTYPE[, params]', got "
+                              f"{line!r}")
+    name, inputs, outputs, op = fields[:4]
+    params = tuple(parse_param(p) for p in fields[4:])
+    return IRNode(name, _names(inputs, V1_EDGE_DELIMITER), _names(outputs, V1_EDGE_DELIMITER),
+                  _op_type(op, where), params, where)
+
+
+def _parse_v0(line: str, where: str) -> IRNode:
+    fields = _split_top_level(line)
+    if len(fields) < 3:
+        raise ConversionError(f"{where}: expected 'name, inputs, OPTYPE[, params]', got "
+                              f"{line!r}")
+    name, inputs, op = fields[:3]
+    op_type = _op_type(op, where)
+    params = tuple(parse_param(p) for p in fields[3:])
+    if op_type == OpType.CONV2D and len(params) == 9:  # no groups field before the bias flag
+        params = params[:8] + (1,) + params[8:]
+    return IRNode(name, _names(inputs, V1_EDGE_DELIMITER), (), op_type, params, where)
+
+
+def _split_top_level(line: str) -> list[str]:
+    """Split on commas outside brackets, so that a tuple parameter stays one field."""
+    fields, depth, start = [], 0, 0
+    for i, char in enumerate(line):
+        if char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+        elif char == "," and depth == 0:
+            fields.append(line[start:i].strip())
+            start = i + 1
+    fields.append(line[start:].strip())
+    return fields
+
+
+def format_version(lines: list[str]) -> int:
+    """0, 1 or 2, from the first line: v2 uses `;`, v0 writes the op type as an integer."""
+    first = lines[0]
+    if ";" in first:
+        return 2
+    fields = _split_top_level(first)
+    return 0 if len(fields) >= 3 and fields[2].strip().lstrip("-").isdigit() else 1
+
+
+def parse_lines(lines: list[str], source: str) -> list[IRNode]:
+    """IR nodes of a `.ff` text in any of the three formats; `source` names it in errors."""
+    numbered = [(i + 1, line.rstrip("\n")) for i, line in enumerate(lines) if line.strip()]
+    if not numbered:
+        raise ConversionError(f"{source}: no nodes (empty file)")
+    parse = {0: _parse_v0, 1: _parse_v1, 2: _parse_v2}[format_version([numbered[0][1]])]
+    nodes = [parse(line, f"{source} line {number}") for number, line in numbered]
+    seen = set()
+    for node in nodes:
+        if node.name in seen:
+            raise node.error("the name is used by an earlier node")
+        seen.add(node.name)
+    return nodes
+
+
+def read_file(filename) -> list[IRNode]:
+    path = Path(filename)
+    if not path.is_file():
+        raise FileNotFoundError(f"no .ff file at {path}")
+    return parse_lines(path.read_text().splitlines(), str(path))

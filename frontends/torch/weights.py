@@ -1,0 +1,122 @@
+"""Weights carried from a torch model into the FlexFlow layers built from it.
+
+`TorchState` holds, per FX node, the torch parameters and buffers of the module it calls (under
+torch's own names: `weight`, `bias`, `running_mean`, `in_proj_weight`, `out_proj.weight`, ...),
+the value of each `get_attr` node, and which nodes call a module an earlier node already called
+(their layers share that node's weights).
+
+On disk it is `<file>.ff.npz` beside the `.ff` file, written with `numpy.savez` and read with
+`allow_pickle=False`:
+
+* `<node>/<torch name>`: a float32 array, e.g. `conv1/weight`, `bn1/running_var`;
+* `<node>/parameter` or `<node>/buffer`: the value of a `get_attr` node (a trainable
+  `nn.Parameter` or a constant buffer);
+* `__shared__`: a string array of shape (k, 2), rows (node, earlier node whose weights it uses).
+
+`ff_arrays` maps a node's torch tensors to the FlexFlow layer's weights, in the layer's order;
+`load` gives them to the layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from flexflow.type import OpType
+
+from .ir import ConversionError, IRNode
+
+SHARED_KEY = "__shared__"
+PARAMETER = "parameter"
+BUFFER = "buffer"
+
+
+def npz_path(ff_filename) -> Path:
+    """Where the weights of a `.ff` file live: the same name with `.npz` appended."""
+    return Path(str(ff_filename) + ".npz")
+
+
+@dataclass
+class TorchState:
+    tensors: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    shared: dict[str, str] = field(default_factory=dict)
+
+    def save(self, path) -> None:
+        arrays = {f"{node}/{name}": array for node, named in self.tensors.items()
+                  for name, array in named.items()}
+        arrays[SHARED_KEY] = np.array(sorted(self.shared.items()), dtype=str).reshape(-1, 2)
+        with open(path, "wb") as file:  # np.savez would append another .npz to a str path
+            np.savez(file, **arrays)
+
+    @classmethod
+    def load(cls, path) -> "TorchState":
+        state = cls()
+        with np.load(path, allow_pickle=False) as archive:
+            for key in archive.files:
+                if key == SHARED_KEY:
+                    state.shared = {str(a): str(b) for a, b in archive[key].reshape(-1, 2)}
+                    continue
+                node, sep, name = key.partition("/")
+                if not sep or not name:
+                    raise ConversionError(f"{path}: entry {key!r} is not '<node>/<tensor name>'")
+                state.tensors.setdefault(node, {})[name] = archive[key]
+        return state
+
+
+# ---- torch names -> FlexFlow weight order -------------------------------------------------------
+def _take(node: IRNode, named: dict, *names: str) -> list[np.ndarray]:
+    missing = [name for name in names if name not in named]
+    if missing:
+        raise node.error(f"the weights hold {sorted(named)}, missing {missing}")
+    return [np.asarray(named[name], dtype=np.float32) for name in names]
+
+
+def _with_bias(node, named, kernel: str, bias: str) -> list[np.ndarray]:
+    return _take(node, named, kernel, bias) if bias in named else _take(node, named, kernel)
+
+
+def _attention(node: IRNode, named: dict) -> list[np.ndarray]:
+    """torch.nn.MultiheadAttention's tensors in the order of FlexFlow's multihead_attention:
+    q/k/v kernels, q/k/v biases, out kernel, out bias, bias_k, bias_v."""
+    if "in_proj_weight" in named:
+        kernels = np.split(_take(node, named, "in_proj_weight")[0], 3)
+    else:
+        kernels = _take(node, named, "q_proj_weight", "k_proj_weight", "v_proj_weight")
+    arrays = list(kernels)
+    if "in_proj_bias" in named:
+        arrays += np.split(_take(node, named, "in_proj_bias")[0], 3)
+    arrays += _with_bias(node, named, "out_proj.weight", "out_proj.bias")
+    if "bias_k" in named:
+        arrays += _take(node, named, "bias_k", "bias_v")
+    return arrays
+
+
+def ff_arrays(node: IRNode, named: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The FlexFlow weights of the layer built for `node`, from its torch tensors."""
+    kind = node.op_type
+    if kind in (OpType.LINEAR, OpType.CONV2D):
+        return _with_bias(node, named, "weight", "bias")
+    if kind == OpType.BATCH_NORM:
+        return _take(node, named, "weight", "bias", "running_mean", "running_var")
+    if kind == OpType.LAYER_NORM:
+        return _with_bias(node, named, "weight", "bias") if "weight" in named else []
+    if kind == OpType.EMBEDDING:
+        return _take(node, named, "weight")
+    if kind == OpType.MULTIHEAD_ATTENTION:
+        return _attention(node, named)
+    raise node.error(f"weights were given, but a {kind.name} layer has none")
+
+
+# ---- loading into the model ---------------------------------------------------------------------
+def load(ffmodel, node: IRNode, op, arrays: list[np.ndarray]) -> None:
+    """Give layer `op` the values `arrays`. Set before compile(), they are the values compile()
+    creates the weights with (and creates them with again at every later compile())."""
+    expected = [op.get_parameter_by_id(k).dims for k in range(op.get_number_parameters())]
+    got = [tuple(a.shape) for a in arrays]
+    if expected != got:
+        raise node.error(f"the torch weights have shapes {got}, the layer built from the node "
+                         f"needs {expected}")
+    for k, array in enumerate(arrays):
+        op.get_parameter_by_id(k).set_weights(ffmodel, array)
