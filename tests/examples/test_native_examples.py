@@ -19,10 +19,10 @@ sys.path.insert(0, str(EXAMPLES))
 from example_utils import cifar10_training_data, synthetic_data  # noqa: E402
 
 
-def no_data_sets(folder: Path) -> dict:
-    """Environment under which the data sets are looked for only in the empty `folder` (so no
-    Keras cache of this machine leaks in)."""
-    return {"FLEXFLOW_DATA_DIR": str(folder), "KERAS_HOME": str(folder)}
+def without_data(folder: Path) -> tuple[str, ...]:
+    """Flags that point the example at the empty `folder`: it then trains on synthetic data and
+    never consults this machine's data caches or the network."""
+    return ("-d", str(folder))
 
 
 def elapsed_epochs(result) -> int:
@@ -44,13 +44,13 @@ def elapsed_epochs(result) -> int:
     ("inception.py", ("-b", "1", "-e", "1", "--num-samples", "1")),
 ])
 def test_example_trains_and_reports_time(script, args, tmp_path):
-    result = run_example(script, *args, env=no_data_sets(tmp_path))
+    result = run_example(script, *args, *without_data(tmp_path))
     assert elapsed_epochs(result) == 1
 
 
 def test_epochs_and_num_samples_are_respected(tmp_path):
     result = run_example("cifar10_cnn.py", "-b", "16", "-e", "2", "--num-samples", "48",
-                         env=no_data_sets(tmp_path))
+                         *without_data(tmp_path))
     assert elapsed_epochs(result) == 2
     batches = [(int(c), int(n)) for c, n in METRICS.findall(result.stderr)]
     assert len(batches) == 2 * 3  # 48 samples / batch 16, twice
@@ -59,21 +59,21 @@ def test_epochs_and_num_samples_are_respected(tmp_path):
 
 def test_manual_loop_reports_each_epoch(tmp_path):
     result = run_example("mnist_mlp_attach.py", "-b", "16", "-e", "2", "--num-samples", "32",
-                         env=no_data_sets(tmp_path))
+                         *without_data(tmp_path))
     assert re.findall(r"^epoch (\d): accuracy", result.stdout, re.MULTILINE) == ["0", "1"]
     assert elapsed_epochs(result) == 2
 
 
 def test_missing_data_set_gives_one_notice_and_synthetic_data(tmp_path):
     for script in ("mnist_mlp.py", "cifar10_cnn.py"):
-        result = run_example(script, *TINY, "-d", str(tmp_path), env=no_data_sets(tmp_path))
+        result = run_example(script, *TINY, *without_data(tmp_path))
         notices = [line for line in result.stdout.splitlines() if line.startswith("Note:")]
         assert len(notices) == 1 and str(tmp_path) in notices[0]
         assert "32 synthetic samples" in notices[0]
 
 
 def test_test_acc_flag_fails_a_run_below_the_expected_accuracy(tmp_path):
-    result = run_example("cifar10_cnn.py", *TINY, "-a", "-d", str(tmp_path), check=False)
+    result = run_example("cifar10_cnn.py", *TINY, "-a", *without_data(tmp_path), check=False)
     assert result.returncode != 0
     assert re.search(r"AssertionError: accuracy [\d.]+% is below the expected 90%", result.stderr)
 
@@ -85,7 +85,7 @@ def test_tensor_attach_round_trip():
 
 
 def test_print_layers_edits_weights(tmp_path):
-    result = run_example("print_layers.py", *TINY, env=no_data_sets(tmp_path))
+    result = run_example("print_layers.py", *TINY, *without_data(tmp_path))
     assert re.search(r"^layer 0: Linear\(hidden_100\) name=hidden output dims \(16, 128\)$",
                      result.stdout, re.MULTILINE)
     assert "set to 0.125" in result.stdout and "halved through inline_map" in result.stdout
@@ -126,7 +126,7 @@ def test_cifar10_upsampling_repeats_pixels(tmp_path):
 
 def test_cifar10_example_reads_the_dataset_folder(tmp_path):
     write_cifar10_batch(tmp_path / "data_batch_1.bin", list(range(10)) * 4)
-    result = run_example("cifar10_cnn.py", *TINY, "-d", str(tmp_path), env=no_data_sets(tmp_path))
+    result = run_example("cifar10_cnn.py", *TINY, "-d", str(tmp_path))
     assert "synthetic" not in result.stdout
     assert elapsed_epochs(result) == 1
 
