@@ -2,7 +2,8 @@
 (60000, 28, 28), (60000,), (10000, 28, 28), (10000,).
 
 Reads Keras's `mnist.npz`, or the four original IDX files (`train-images-idx3-ubyte` etc., plain
-or `.gz`), from the folders of `files.search_dirs()`.
+or `.gz`), from the folders of `files.search_dirs()`, verifying published checksums; `mnist.npz`
+is downloaded when neither form is there and the network answers.
 """
 
 from __future__ import annotations
@@ -12,22 +13,33 @@ from pathlib import Path
 
 import numpy as np
 
-from .files import DatasetNotFound, find
+from . import files
 
+ORIGIN = "https://s3.amazonaws.com/img-datasets/mnist.npz"
 IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
              "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
 
 
 def load_data(path: str = "mnist.npz"):
-    npz = find(path)
+    npz = files.find(path)
     if npz is not None:
-        with np.load(npz, allow_pickle=False) as data:
-            return (data["x_train"], data["y_train"]), (data["x_test"], data["y_test"])
-    found = [find(name, name + ".gz") for name in IDX_FILES]
+        return _from_npz(files.verify(npz))
+    found = [files.find(name, name + ".gz") for name in IDX_FILES]
     if all(found):
-        x_train, y_train, x_test, y_test = (read_idx(p) for p in found)
+        x_train, y_train, x_test, y_test = (read_idx(files.verify(p)) for p in found)
         return (x_train, y_train), (x_test, y_test)
-    raise DatasetNotFound("mnist", [path] + [f"{n}[.gz]" for n in IDX_FILES])
+    alternatives = [f"{n}[.gz]" for n in IDX_FILES]
+    return _from_npz(files.locate("mnist", path, ORIGIN if path == "mnist.npz" else None,
+                                  alternatives))
+
+
+def _from_npz(path: Path):
+    with np.load(path, allow_pickle=False) as data:
+        missing = [k for k in NPZ_KEYS if k not in data.files]
+        if missing:
+            raise ValueError(f"{path}: not an MNIST archive (no {missing})")
+        return (data["x_train"], data["y_train"]), (data["x_test"], data["y_test"])
 
 
 def read_idx(path: Path) -> np.ndarray:

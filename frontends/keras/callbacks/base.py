@@ -1,0 +1,77 @@
+"""Callback hooks and the list fit calls them through.
+
+Hooks get `logs` as in Keras: per batch, the batch's own values ('loss', the metrics, 'size');
+per epoch, the epoch's means plus 'val_*' values when validating. A callback stops training after
+the current epoch by returning True from `on_epoch_end` (FlexFlow) or by setting
+`self.model.stop_training = True` (Keras).
+"""
+
+from __future__ import annotations
+
+
+class Callback:
+    def __init__(self):
+        self.validation_data = None
+        self.model = None
+        self.params: dict = {}
+
+    def set_model(self, model) -> None:
+        self.model = model
+
+    def set_params(self, params: dict) -> None:
+        self.params = params
+
+    def on_epoch_begin(self, epoch, logs=None):
+        pass
+
+    def on_epoch_end(self, epoch, logs=None):
+        pass
+
+    def on_batch_begin(self, batch, logs=None):
+        pass
+
+    def on_batch_end(self, batch, logs=None):
+        pass
+
+    def on_train_begin(self, logs=None):
+        pass
+
+    def on_train_end(self, logs=None):
+        pass
+
+
+class CallbackList:
+    def __init__(self, callbacks, model, params: dict):
+        self.callbacks = list(callbacks)
+        self.model = model
+        for callback in self.callbacks:
+            if not isinstance(callback, Callback):
+                raise TypeError(f"callbacks must be flexflow.keras.callbacks.Callback instances, "
+                                f"got {callback!r}")
+            callback.set_model(model)
+            callback.set_params(params)
+
+    def on_train_begin(self) -> None:
+        for callback in self.callbacks:
+            callback.on_train_begin({})
+
+    def on_train_end(self, logs: dict) -> None:
+        for callback in self.callbacks:
+            callback.on_train_end(logs)
+
+    def on_epoch_begin(self, epoch: int) -> None:
+        for callback in self.callbacks:
+            callback.on_epoch_begin(epoch, {})
+
+    def on_epoch_end(self, epoch: int, logs: dict) -> bool:
+        """Whether a callback asked to stop (every callback still sees the epoch's end)."""
+        requested = [callback.on_epoch_end(epoch, logs) is True for callback in self.callbacks]
+        return any(requested)
+
+    def on_batch_begin(self, batch: int) -> None:
+        for callback in self.callbacks:
+            callback.on_batch_begin(batch, {})
+
+    def on_batch_end(self, batch: int, logs: dict) -> None:
+        for callback in self.callbacks:
+            callback.on_batch_end(batch, logs)

@@ -1,0 +1,77 @@
+"""Keras initializers; `ffhandle` is the FlexFlow initializer they stand for.
+
+A `seed=None` initializer gets the next seed of a per-process sequence, so a script draws the same
+weights on every run (FlexFlow's runtime is deterministic too). `GlorotUniform(seed=None)` leaves
+the choice to FFModel's default, which seeds each layer from its position and `--seed`.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from flexflow.core import (GlorotUniformInitializer, NormInitializer, UniformInitializer,
+                           ZeroInitializer)
+from flexflow.initializers import OnesInitializer
+
+_SEEDS = itertools.count(1000)
+
+
+def _seed(seed) -> int:
+    return next(_SEEDS) if seed is None else int(seed)
+
+
+class Initializer:
+    def __init__(self, ffhandle=None):
+        self._ffhandle = ffhandle
+
+    @property
+    def ffhandle(self):
+        return self._ffhandle
+
+
+class DefaultInitializer(Initializer):
+    """FFModel's default for the weight's role (Glorot uniform kernels, zero biases)."""
+
+
+class Zeros(Initializer):
+    def __init__(self):
+        super().__init__(ZeroInitializer())
+
+
+class Ones(Initializer):
+    def __init__(self):
+        super().__init__(OnesInitializer())
+
+
+class GlorotUniform(Initializer):
+    def __init__(self, seed=None):
+        super().__init__(None if seed is None else GlorotUniformInitializer(int(seed)))
+
+
+class RandomUniform(Initializer):
+    def __init__(self, minval=-0.05, maxval=0.05, seed=None):
+        super().__init__(UniformInitializer(_seed(seed), minval, maxval))
+
+
+class RandomNormal(Initializer):
+    def __init__(self, mean=0.0, stddev=0.05, seed=None):
+        if stddev < 0:
+            raise ValueError(f"RandomNormal: stddev must not be negative, got {stddev}")
+        super().__init__(NormInitializer(_seed(seed), mean, stddev))
+
+
+_BY_NAME = {"glorot_uniform": GlorotUniform, "zeros": Zeros, "zero": Zeros, "ones": Ones,
+            "random_uniform": RandomUniform, "uniform": RandomUniform,
+            "random_normal": RandomNormal, "normal": RandomNormal}
+
+
+def get(identifier) -> Initializer:
+    """An Initializer from an instance, a name in `_BY_NAME`, or None (FFModel's default)."""
+    if identifier is None:
+        return DefaultInitializer()
+    if isinstance(identifier, Initializer):
+        return identifier
+    if isinstance(identifier, str) and identifier in _BY_NAME:
+        return _BY_NAME[identifier]()
+    raise ValueError(f"unknown initializer {identifier!r}; expected a "
+                     f"flexflow.keras.initializers.Initializer or one of {sorted(_BY_NAME)}")
