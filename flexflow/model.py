@@ -8,7 +8,6 @@ phases of that graph. Host access to tensors and weights goes through the execut
 
 from __future__ import annotations
 
-import sys
 from typing import Sequence
 
 import numpy as np
@@ -19,7 +18,6 @@ from .initializers import ArrayInitializer, Initializer, default_initializer
 from .losses import SPARSE_LOSSES, LossFunction
 from .metrics import PerfMetrics
 from .op import Op, wrap
-from .ops import activation as _act  # noqa: F401  (keeps kernels importable from here)
 from .ops.attention import MultiHeadAttention
 from .ops.batch_matmul import BatchMatmul
 from .ops.batch_norm import BatchNorm
@@ -558,6 +556,8 @@ class FFModel:
         if tensor_id in self._feeds:
             return np.array(self._feeds[tensor_id]) if for_write else self._feeds[tensor_id]
         if self.graph.tensors[tensor_id].producer is None:
+            if for_write:  # mapping an unfed input to fill it in, as FlexFlow scripts do
+                return np.zeros(spec.shape, spec.dtype)
             raise RuntimeError(f"{self._tensor_name(tensor_id)} has no data yet")
         self._require_forward("get_tensor")
         return self._executor.get_value(tensor_id, spec.shape, spec.dtype)
@@ -619,8 +619,3 @@ def _loader_list(x, y, what: str) -> list:
         raise ValueError(f"{what}(): pass x= (a data loader or a list of them) and y= (the "
                          f"label loader)")
     return inputs + [y]
-
-
-def _print_epoch_line(epochs: int, elapsed_s: float, samples: int, stream=sys.stdout) -> None:
-    print(f"epochs {epochs}, ELAPSED TIME = {elapsed_s:.4f}s, THROUGHPUT = "
-          f"{samples / elapsed_s:.2f} samples/s", file=stream)

@@ -104,3 +104,14 @@ def test_set_weights_with_wrong_shape():
 def test_unknown_data_type():
     with pytest.raises(ShapeError, match="data type"):
         model().create_tensor([8, 4], DataType.DT_NONE)
+
+
+def test_mapping_an_unfed_input_gives_zeros_to_fill_in():
+    ff, x = compiled_mlp()
+    label = ff.label_tensor
+    label.inline_map(ff.ffconfig)
+    array = label.get_array(ff.ffconfig)
+    assert array.shape == (8, 1) and not array.any()
+    array[:] = 2
+    label.inline_unmap(ff.ffconfig)
+    np.testing.assert_array_equal(label.get_tensor(ff), np.full((8, 1), 2, np.int32))
