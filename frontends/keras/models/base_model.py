@@ -197,32 +197,24 @@ class BaseModel:
             raise ValueError(f"set_weights(): {len(weights)} more arrays than the model has "
                              f"weights")
 
-    def _weight_keys(self) -> list[tuple]:
-        """(file key, layer, weight index) for every weight, refusing ambiguous layer names."""
-        layers = self._weighted_layers()
-        names = [layer.name for layer in layers]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"layers with weights must have unique names to be saved or loaded; "
-                             f"repeated: {duplicates}")
-        return [(f"{layer.name}/{weight}", layer, k) for layer in layers
-                for k, weight in enumerate(layer.weight_names(self._ffmodel))]
+    def _layer_weights(self, arrays: bool) -> list:
+        """[(layer name, [(weight name, array or shape), ...])] for the layers with weights."""
+        out = []
+        for layer in self._weighted_layers():
+            params = layer._parameters(self._ffmodel)
+            values = layer.get_weights(self._ffmodel) if arrays else [p.dims for p in params]
+            out.append((layer.name, list(zip(layer.weight_names(self._ffmodel), values))))
+        return out
 
     def save_weights(self, filepath):
         """Write every weight to `filepath` (format: models/weights_file.py); returns the path."""
-        arrays = {}
-        for key, layer, k in self._weight_keys():
-            arrays[key] = layer.get_weights(self._ffmodel)[k]
-        return weights_file.save(filepath, arrays)
+        return weights_file.save(filepath, self._layer_weights(arrays=True))
 
-    def load_weights(self, filepath) -> None:
-        """Read weights written by save_weights for a model with the same layer names/shapes."""
-        keys = self._weight_keys()
-        expected = {key: layer._parameters(self._ffmodel)[k].dims for key, layer, k in keys}
-        arrays = weights_file.load(filepath, expected)
-        for layer in {id(layer): layer for _, layer, _ in keys}.values():
-            layer.set_weights(self._ffmodel, [arrays[f"{layer.name}/{weight}"]
-                                              for weight in layer.weight_names(self._ffmodel)])
+    def load_weights(self, filepath, by_name=False) -> None:
+        """Read weights written by save_weights: layer by layer in order, or by layer name."""
+        arrays = weights_file.load(filepath, self._layer_weights(arrays=False), by_name)
+        for layer, values in zip(self._weighted_layers(), arrays):
+            layer.set_weights(self._ffmodel, values)
 
     # ---- training -------------------------------------------------------------------------------
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose=1, callbacks=None,

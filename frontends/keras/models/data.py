@@ -57,6 +57,10 @@ def check_arrays(model, x, y, what: str, need_labels: bool = True) -> Arrays:
     ValueError/TypeError saying what was expected."""
     inputs = model.input
     xs = list(x) if isinstance(x, (list, tuple)) else [x]
+    if isinstance(x, (list, tuple)) and not all(isinstance(a, np.ndarray) for a in xs):
+        raise TypeError(f"{what}: x must be a numpy array, or a list of numpy arrays (one per "
+                        f"model input), got a {type(x).__name__} of "
+                        f"{', '.join(sorted({type(a).__name__ for a in xs}))}")
     if len(xs) != len(inputs):
         raise ValueError(f"{what}: the model has {len(inputs)} input(s) "
                          f"({', '.join(t.name for t in inputs)}), got {len(xs)} array(s) for x")

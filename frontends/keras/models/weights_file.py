@@ -1,15 +1,16 @@
 """The weights file of `save_weights` / `load_weights`.
 
-Format: a NumPy `.npz` archive (a zip of `.npy` files) holding only numeric arrays, readable with
-`np.load(path, allow_pickle=False)`:
+Format: a NumPy `.npz` archive (a zip of `.npy` files) holding only numeric and string arrays,
+readable with `np.load(path, allow_pickle=False)`:
 
 * `__format__`: a 0-d string array, `flexflow.keras.weights/1`;
-* `<layer name>/<weight name>`: one float32 array per weight, in FlexFlow's layouts (Dense kernel
-  (out, in), Conv2D kernel (out, in/groups, kh, kw), BatchNormalization scale, bias, running_mean,
-  running_var, ...).
+* `__layers__`: a 1-d string array, the names of the layers with weights, in model order;
+* `<layer name>/<weight name>`: one float32 array per weight, in FlexFlow's layouts (Dense
+  `kernel` (out, in) and `bias`; Conv2D `kernel` (out, in/groups, kh, kw) and `bias`; Embedding
+  `weight`; BatchNormalization `scale`, `bias`, `running_mean`, `running_var`).
 
-Weights are matched by layer name, so the names of layers with weights must be unique in the
-model. A path without the `.npz` suffix gets it appended (as `np.savez` does) on save and load.
+Loading matches layers by position among the layers with weights (Keras's default), or by name
+with `by_name=True`. A path without the `.npz` suffix gets it appended, on save and on load.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from pathlib import Path
 import numpy as np
 
 FORMAT = "flexflow.keras.weights/1"
-FORMAT_KEY = "__format__"
+FORMAT_KEY, LAYERS_KEY = "__format__", "__layers__"
+
+# One layer's weights: (layer name, [(weight name, array or shape), ...])
+LayerWeights = tuple[str, list[tuple[str, object]]]
 
 
 def npz_path(path) -> Path:
@@ -30,40 +34,66 @@ def npz_path(path) -> Path:
     return path if path.suffix == ".npz" else path.with_name(path.name + ".npz")
 
 
-def save(path, weights: dict[str, np.ndarray]) -> Path:
-    """Write `weights` (key -> array) atomically: a partly written file never replaces a good
-    one."""
+def save(path, layers: list[LayerWeights]) -> Path:
+    """Write the weights atomically (a partly written file never replaces a good one)."""
+    names = [name for name, _ in layers]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"layers with weights need unique names to be saved; repeated: "
+                         f"{repeated}")
     path = npz_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    arrays = {f"{name}/{weight}": np.asarray(array, np.float32)
+              for name, weights in layers for weight, array in weights}
     partial = path.with_name(path.name + ".partial")
     with open(partial, "wb") as f:
-        np.savez(f, **{FORMAT_KEY: np.array(FORMAT)}, **weights)
+        np.savez(f, **{FORMAT_KEY: np.array(FORMAT), LAYERS_KEY: np.array(names, dtype=str)},
+                 **arrays)
     os.replace(partial, path)
     return path
 
 
-def load(path, expected: dict[str, tuple]) -> dict[str, np.ndarray]:
-    """The arrays of the file at `path`, checked against `expected` (key -> shape)."""
+def load(path, model_layers: list[LayerWeights], by_name: bool = False) -> list[list]:
+    """For each layer of `model_layers` (weights given as shapes), its arrays from the file."""
     path = npz_path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no weights file at {path}")
     try:
         archive = np.load(path, allow_pickle=False)
     except (ValueError, OSError) as error:
-        raise ValueError(f"{path} is not a weights file written by save_weights ({error})") from None
+        raise ValueError(f"{path} is not a weights file ({error})") from None
     with archive:
-        keys = set(archive.files)
-        if FORMAT_KEY not in keys or str(archive[FORMAT_KEY]) != FORMAT:
+        if (FORMAT_KEY not in archive.files or str(archive[FORMAT_KEY]) != FORMAT
+                or LAYERS_KEY not in archive.files):
             raise ValueError(f"{path} is not a weights file written by save_weights (no "
                              f"{FORMAT_KEY} = {FORMAT!r} entry)")
-        keys.discard(FORMAT_KEY)
-        missing, extra = sorted(set(expected) - keys), sorted(keys - set(expected))
-        if missing or extra:
-            raise ValueError(f"{path} does not match the model: missing weights {missing}, "
-                             f"unknown weights {extra}")
-        arrays = {key: archive[key] for key in expected}
-    for key, shape in expected.items():
-        if arrays[key].shape != tuple(shape):
-            raise ValueError(f"{path}: weight {key!r} has shape {arrays[key].shape}, the model "
-                             f"expects {tuple(shape)}")
-    return arrays
+        file_layers = [str(n) for n in archive[LAYERS_KEY]]
+        sources = _match(path, file_layers, [name for name, _ in model_layers], by_name)
+        result = []
+        for source, (name, weights) in zip(sources, model_layers):
+            arrays = []
+            for weight, shape in weights:
+                key = f"{source}/{weight}"
+                if key not in archive.files:
+                    raise ValueError(f"{path} has no weight {key!r} for layer '{name}'")
+                array = archive[key]
+                if array.shape != tuple(shape):
+                    raise ValueError(f"{path}: weight {key!r} has shape {array.shape}, layer "
+                                     f"'{name}' expects {tuple(shape)}")
+                arrays.append(array)
+            result.append(arrays)
+    return result
+
+
+def _match(path, file_layers: list[str], model_layers: list[str], by_name: bool) -> list[str]:
+    """The file's layer name to read for each model layer."""
+    if by_name:
+        missing = [name for name in model_layers if name not in file_layers]
+        if missing:
+            raise ValueError(f"{path} has no weights for layer(s) {missing} (it holds "
+                             f"{file_layers})")
+        return model_layers
+    if len(file_layers) != len(model_layers):
+        raise ValueError(f"{path} holds weights of {len(file_layers)} layers, the model has "
+                         f"{len(model_layers)} layers with weights")
+    return file_layers
