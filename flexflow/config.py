@@ -88,8 +88,25 @@ FLAGS = (
     Flag(("--cluster",), "force_cluster", None, False),
     Flag(("--cpu",), "cpu_only", None, False),
     Flag(("--seed",), "seed", int, 0),
+    Flag(("--profile",), "profile_file", str, ""),
+    Flag(("--timeline",), "timeline_file", str, ""),
+    Flag(("--search-plot",), "search_plot_file", str, ""),
 )
 _BY_NAME = {name: flag for flag in FLAGS for name in flag.names}
+
+# Runtime flags (`-ll:gpu 2` ...) the launcher took off the script's sys.argv, as FlexFlow's does;
+# FFConfig still reads them, as FlexFlow's read them from the runtime's own arguments.
+_runtime_args: list[str] = []
+
+
+def set_runtime_args(args: Sequence[str]) -> None:
+    """Called by `flexflow.launcher` before it runs a script."""
+    _runtime_args[:] = list(args)
+
+
+def command_line() -> list[str]:
+    """What `FFConfig()` parses: the runtime flags, then the script's arguments."""
+    return [*_runtime_args, *sys.argv[1:]]
 
 
 def parse_flags(argv: Sequence[str]) -> dict[str, object]:
@@ -123,7 +140,7 @@ class FFConfig:
     overrides (`FFConfig(batch_size=32)`) build one programmatically."""
 
     def __init__(self, argv: Sequence[str] | None = None, **overrides):
-        self._argv = list(sys.argv[1:] if argv is None else argv)
+        self._argv = command_line() if argv is None else list(argv)
         unknown = set(overrides) - {f.field for f in FLAGS}
         if unknown:
             raise TypeError(f"FFConfig got unknown settings {sorted(unknown)}")
@@ -182,5 +199,5 @@ class NetConfig:
     """Data set location for the example scripts (`-d/--dataset`)."""
 
     def __init__(self, argv: Sequence[str] | None = None):
-        self.dataset_path = parse_flags(sys.argv[1:] if argv is None else argv).get(
+        self.dataset_path = parse_flags(command_line() if argv is None else argv).get(
             "dataset_path", "")
