@@ -1,0 +1,106 @@
+"""`flexflow_python`: runs a training script with FlexFlow's command line (reference 5.1).
+
+    flexflow_python script.py -ll:py 1 -ll:gpu 2 -ll:fsize 3048 -ll:zsize 12192 -b 128 [flags]
+    python -m flexflow script.py [same arguments]
+
+Runtime flags (Legion's and Realm's: `-ll:*`, `-lg:*`, `-hl:*`, `-realm:*`, `-cuda:*`, `-numa:*`,
+`-dm:*`, `-bishop:*`, `-level`, `-logfile`) are taken off the command line wherever they stand,
+each with the value after it unless that value starts with `-`, as FlexFlow's launcher does. The
+ones FFConfig understands (`-ll:gpu`, `-ll:cpu`, `-ll:fsize`, `-ll:zsize`, `-ll:util`,
+`-ll:bgwork`) still reach it (`config.set_runtime_args`); the others have no meaning on Dask and
+are dropped with a debug note (`FLEXFLOW_LOG_LEVEL=DEBUG` shows it). The script then runs as
+`__main__` with `sys.argv = [script, remaining arguments...]` and its folder first on `sys.path`,
+exactly as `python script.py` would run it (FlexFlow put its binary in `sys.argv[0]` and the
+script in `sys.argv[1]`; scripts that parse with argparse see the same flags either way).
+
+Before the script name: `--nocr` (FlexFlow: no control replication; nothing to do here),
+`--freeze-on-error` and `--backtrace` (its driver's Legion debugging switches; Python prints the
+traceback anyway) are accepted and ignored. `-c CMD` runs a command; no script (or `-`) starts an
+interactive interpreter.
+"""
+
+from __future__ import annotations
+
+import code
+import logging
+import os
+import runpy
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from . import config
+
+log = logging.getLogger("flexflow.launcher")
+
+RUNTIME_PREFIXES = ("-lg:", "-hl:", "-realm:", "-ll:", "-cuda:", "-numa:", "-dm:", "-bishop:")
+RUNTIME_FLAGS = ("-level", "-logfile")
+IGNORED_OPTIONS = ("--nocr", "--freeze-on-error", "--backtrace")
+USAGE = "usage: flexflow_python [--nocr] (script.py | -c COMMAND | -) [runtime flags] [args]"
+
+
+def is_runtime_flag(token: str) -> bool:
+    return token.startswith(RUNTIME_PREFIXES) or token in RUNTIME_FLAGS
+
+
+def split_runtime_flags(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(runtime flags with their values, everything else), each in command-line order."""
+    runtime, rest = [], []
+    tokens = list(args)
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        if not is_runtime_flag(token):
+            rest.append(token)
+            continue
+        runtime.append(token)
+        if i < len(tokens) and not tokens[i].startswith("-"):
+            runtime.append(tokens[i])
+            i += 1
+    return runtime, rest
+
+
+def note_ignored(runtime: Sequence[str]) -> None:
+    """Debug-log each runtime flag FFConfig does not read."""
+    known = {name for flag in config.FLAGS for name in flag.names}
+    for i, token in enumerate(runtime):
+        if is_runtime_flag(token) and token not in known:
+            value = runtime[i + 1] if i + 1 < len(runtime) and not is_runtime_flag(
+                runtime[i + 1]) else None
+            log.debug("ignoring runtime flag %s%s: it has no meaning on Dask", token,
+                      f" {value}" if value is not None else "")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    _configure_logging()
+    runtime, rest = split_runtime_flags(args)
+    while rest and rest[0] in IGNORED_OPTIONS:
+        log.debug("ignoring launcher option %s", rest.pop(0))
+    note_ignored(runtime)
+    config.set_runtime_args(runtime)
+    if rest[:1] == ["-c"]:
+        if len(rest) < 2:
+            raise SystemExit(f"flexflow_python: -c needs a command\n{USAGE}")
+        sys.argv = ["-c", *rest[2:]]
+        exec(compile(rest[1], "<string>", "exec"), {"__name__": "__main__"})
+        return 0
+    if not rest or rest[0] == "-":
+        sys.argv = [""] + rest[1:]
+        code.interact(local={"__name__": "__main__"})
+        return 0
+    script = Path(rest[0])
+    if not script.is_file():
+        raise SystemExit(f"flexflow_python: cannot open script {rest[0]!r}: no such file\n"
+                         f"{USAGE}")
+    sys.argv = [str(script), *rest[1:]]
+    sys.path.insert(0, str(script.resolve().parent))
+    runpy.run_path(str(script), run_name="__main__")
+    return 0
+
+
+def _configure_logging() -> None:
+    level = os.environ.get("FLEXFLOW_LOG_LEVEL")
+    if level:
+        logging.basicConfig(level=level.upper(), format="%(name)s: %(message)s")
