@@ -1,0 +1,82 @@
+"""FlexFlow's CI command lines (reference 7.7) through the launcher, on the native examples with
+tiny settings (`--num-samples`, small `-b`, an empty `-d` folder so they train on synthetic data):
+the runtime flags are accepted, FFConfig sees `-ll:gpu`, and each run trains and exits with 0.
+(HEAD's `python script.py -config-file cfg.json` form belongs to an API FlexFlow added after
+r22.07, which this project does not target.)"""
+
+import pytest
+
+from flexflow.scheduler import strategy_file
+
+from ..examples.runner import METRICS
+from .run import EXAMPLES, launch
+
+# the runtime flags of each script (GPUS=1 unless said)
+MULTI_GPU_TESTS = ("-ll:py", "1", "-ll:gpu", "1", "-ll:fsize", "3048", "-ll:zsize", "12192")
+PYTHON_TEST_SH = ("-ll:py", "1", "-ll:gpu", "1", "-ll:fsize", "2048", "-ll:zsize", "12192")
+INTERFACE_TEST = ("-ll:py", "1", "-ll:gpu", "1", "-ll:fsize", "14048", "-ll:zsize", "12192")
+
+
+def run(script, *args, data):
+    return launch(EXAMPLES / script, *args, "-d", data)
+
+
+def batches(result) -> list[int]:
+    """Samples seen so far at each printed [Metrics] line."""
+    return [int(seen) for _, seen in METRICS.findall(result.stderr)]
+
+
+@pytest.mark.parametrize("script, args, steps", [
+    # tests/multi_gpu_tests.sh: flexflow_python <script> <runtime flags> -b GPUS*64 [--epochs N]
+    ("print_layers.py", ("--epochs", "5", "-b", "16", "--num-samples", "32"), 10),
+    ("split.py", ("-b", "16", "--num-samples", "32"), 2),
+    ("mnist_cnn.py", ("--epochs", "2", "-b", "16", "--num-samples", "32"), 4),
+])
+def test_multi_gpu_tests_lines(script, args, steps, tmp_path):
+    result = run(script, *MULTI_GPU_TESTS, *args, data=tmp_path)
+    assert len(batches(result)) >= steps
+
+
+def test_multi_gpu_tests_line_with_two_devices(tmp_path):
+    """GPUS=2: a local cluster of two workers (CPU processes standing in for the GPUs)."""
+    runtime = ("-ll:py", "1", "-ll:gpu", "2", "-ll:fsize", "3048", "-ll:zsize", "12192")
+    result = run("mnist_mlp.py", *runtime, "-b", "32", "--epochs", "2", "--num-samples", "64",
+                 data=tmp_path)
+    assert "workersPerNode(2)" in result.stdout
+    assert "starting 2 CPU worker processes" in result.stdout
+    assert batches(result) == [32, 64] * 3  # two epochs of fit, then eval
+
+
+def test_accuracy_tests_line(tmp_path):
+    """tests/accuracy_tests.sh: -a --epochs 5 -b GPUS*64; -a fails the run below 90%."""
+    result = run("mnist_mlp.py", *MULTI_GPU_TESTS, "-a", "--epochs", "5", "-b", "64",
+                 "--num-samples", "256", data=tmp_path)
+    assert "% >= the expected 90%" in result.stdout
+
+
+def test_python_test_sh_search_export_then_import(tmp_path):
+    """python/test.sh: --search-budget B --export-strategy strategy.txt, then a second run with
+    --import-strategy strategy.txt trains the same way."""
+    common = (*PYTHON_TEST_SH, "--epochs", "1", "-b", "16", "--num-samples", "32")
+    exported = launch(EXAMPLES / "mnist_mlp.py", *common, "--search-budget", "10",
+                      "--export-strategy", "strategy.txt", "-d", tmp_path, cwd=tmp_path)
+    strategy = strategy_file.read(str(tmp_path / "strategy.txt"))
+    assert sorted(strategy) == ["Dense_100", "Dense_101", "Dense_102", "Softmax_103"]
+    imported = launch(EXAMPLES / "mnist_mlp.py", *common, "--import-strategy", "strategy.txt",
+                      "-d", tmp_path, cwd=tmp_path)
+    assert METRICS.findall(imported.stderr) == METRICS.findall(exported.stderr)
+
+
+def test_python_test_sh_attach_line(tmp_path):
+    result = run("mnist_mlp_attach.py", *PYTHON_TEST_SH, "-b", "16", "--num-samples", "32",
+                 data=tmp_path)
+    assert "ELAPSED TIME" in result.stdout
+
+
+def test_python_interface_test_line(tmp_path):
+    """tests/python_interface_test.sh: -ll:gpu 1 -ll:fsize 14048 -ll:zsize 12192 -b 64
+    --only-data-parallel (a HEAD flag: data parallelism is already the default here)."""
+    result = run("mnist_mlp.py", *INTERFACE_TEST, "-b", "64", "--only-data-parallel",
+                 "--num-samples", "128", data=tmp_path)
+    assert "Python API batchSize(64) workersPerNode(1)" in result.stdout
+    assert batches(result) == [64, 128] * 2
