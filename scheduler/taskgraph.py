@@ -30,6 +30,7 @@ from .store import WeightKey
 from .strategy import ParallelConfig, Strategy, StrategyError, validate
 
 PHASES = ("forward", "loss", "backward", "update")
+MEMO_LIMIT = 20_000  # weight layouts remembered by a builder
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,8 @@ class _Writer:
         self.sends = 0
 
     def add(self, key: str, device: int, phase: str, action: A.Action, deps=()) -> str:
-        self.tasks.append(Task(key, device, phase, action, tuple(dict.fromkeys(deps))))
+        deps = tuple(deps) if len(deps) < 2 else tuple(dict.fromkeys(deps))
+        self.tasks.append(Task(key, device, phase, action, deps))
         return key
 
     def send(self, producer_key: str, source: int, action: A.Send, phase: str, deps) -> str:
@@ -131,6 +133,7 @@ class TaskGraphBuilder:
             for t in dict.fromkeys(layer.inputs):
                 readers.setdefault(t, []).append(layer.index)
         self.readers = {t: tuple(reversed(v)) for t, v in readers.items()}  # backward order
+        self.weighted = [layer for layer in layers if layer.weights]
         self.skip = self.last = self.grad_tensor = None
         if objective is not None:
             self.last = graph.tensors[objective.output].producer[0]
@@ -139,6 +142,10 @@ class TaskGraphBuilder:
             if objective.through_softmax:
                 self.skip = self.last
         self._parts: dict[tuple[int, ParallelConfig], tuple[Partition, ...]] = {}
+        self._values_memo: dict[tuple[int, ParallelConfig], list] = {}
+        self._weights_memo: dict[tuple[int, ParallelConfig], tuple] = {}
+        self._overlaps: dict[tuple, list] = {}
+        self._weights_of: dict[tuple, tuple] = {}
         self._segments: dict[tuple, Segment] = {}
 
     # ---- partitions -----------------------------------------------------------------------------
@@ -170,8 +177,33 @@ class TaskGraphBuilder:
     def _values(self, strategy: Strategy, tensor: int) -> list[tuple[Box, int, str]]:
         """(box, device, key) of every piece of a layer output."""
         index, k = self.graph.tensors[tensor].producer
-        return [(part.action.out_boxes[k], part.device, part.key)
-                for part in self.parts(index, strategy[self.graph.layers[index].name])]
+        config = strategy[self.graph.layers[index].name]
+        memo = self._values_memo.get((tensor, config))
+        if memo is None:
+            memo = self._values_memo[(tensor, config)] = [
+                (part.action.out_boxes[k], part.device, part.key)
+                for part in self.parts(index, config)]
+        return memo
+
+    def _overlapping(self, pieces: list, box: Box) -> list[tuple[Box, int, str]]:
+        """(intersection, device, key) of the pieces that intersect `box`, memoised for piece
+        lists the builder keeps (their identity is then stable)."""
+        memo = (id(pieces), box)
+        found = self._overlaps.get(memo)
+        if found is None:
+            found = self._overlaps[memo] = (overlapping(pieces, box), pieces)
+        return found[0]
+
+    def _weight_uses(self, index: int, config: ParallelConfig) -> tuple:
+        """(weight key, device, backward key) for every weight box each partition uses."""
+        memo = self._weights_memo.get((index, config))
+        if memo is None:
+            name = self.graph.layers[index].name
+            memo = self._weights_memo[(index, config)] = tuple(
+                (wkey, part.device, f"{name}-backward-{p}")
+                for p, part in enumerate(self.parts(index, config))
+                for wkey in part.action.weight_keys)
+        return memo
 
     # ---- segments -------------------------------------------------------------------------------
     def segments(self, strategy: Strategy) -> list[Segment]:
@@ -185,8 +217,7 @@ class TaskGraphBuilder:
         out.append(self._segment(("loss", strategy[layers[self.last].name]), strategy))
         out += [self._segment(self._backward_key(strategy, layer.index), strategy)
                 for layer in reversed(layers) if layer.index != self.skip]
-        out += [self._segment(key, strategy) for key in self._update_keys(strategy)]
-        return out
+        return out + self._weights(strategy)[1]
 
     def _forward_key(self, strategy: Strategy, index: int) -> tuple:
         names = [self.graph.layers[i].name for i in (index, *self.producers[index])]
@@ -224,8 +255,8 @@ class TaskGraphBuilder:
             action = A.Load(tensor, box) if spec.constant is None else A.Fill(
                 tensor, box, spec.constant)
             return [w.load(tensor, box, device, phase, action)]
-        return _gather(w, self._values(strategy, tensor), tensor, box, device, "forward",
-                       grad=False)
+        pieces = self._overlapping(self._values(strategy, tensor), box)
+        return _gather(w, pieces, tensor, box, device, "forward", grad=False)
 
     def _forward(self, key: tuple, strategy: Strategy, layer) -> Segment:
         w = _Writer(layer.name)
@@ -251,7 +282,7 @@ class TaskGraphBuilder:
         last = self.graph.layers[self.last]
         w = _Writer(f"{last.name}.loss")
         for p, (box, device, value_key) in enumerate(self._values(strategy, objective.output)):
-            label_box = self._label_box(box)
+            label_box = self.label_box(box)
             deps = [value_key] + self._need_value(w, strategy, objective.label, label_box,
                                                   device, "loss")
             w.add(f"{last.name}-loss-{p}", device, "loss",
@@ -259,7 +290,7 @@ class TaskGraphBuilder:
                   deps)
         return w.segment(key)
 
-    def _label_box(self, box: Box) -> Box:
+    def label_box(self, box: Box) -> Box:
         label_shape = self.graph.tensors[self.objective.label].spec.shape
         return Box(tuple(b if n == m else (0, m) for b, n, m in zip(
             box.bounds, self.graph.tensors[self.objective.output].spec.shape, label_shape)))
@@ -292,8 +323,8 @@ class TaskGraphBuilder:
         for p, part in enumerate(parts):
             deps = []
             for tensor, box in zip(layer.outputs, part.action.out_boxes):
-                deps += _gather(w, pieces[tensor], tensor, box, part.device, "backward",
-                                grad=True)
+                deps += _gather(w, overlapping(pieces[tensor], box), tensor, box, part.device,
+                                "backward", grad=True)
             grad_deps.append(deps)
             if part.action.group:
                 w.add(f"{layer.name}-bpartial-{p}", part.device, "backward",
@@ -307,28 +338,42 @@ class TaskGraphBuilder:
 
     # ---- update ---------------------------------------------------------------------------------
     def weight_devices(self, strategy: Strategy) -> dict[WeightKey, list[int]]:
-        """Devices holding each weight box, owner (first user in layer order) first."""
+        """Devices holding each weight box, owner (first user in layer order) first (the same
+        dict for the same configurations of the layers with weights: do not modify it)."""
+        return self._weights(strategy)[0]
+
+    def _weights(self, strategy: Strategy) -> tuple[dict, list[Segment]]:
+        """Weight holders and update segments, memoised by the weighted layers' configs."""
+        memo = tuple(strategy[layer.name] for layer in self.weighted)
+        found = self._weights_of.get(memo)
+        if found is None:
+            if len(self._weights_of) > MEMO_LIMIT:
+                self._weights_of.clear()
+            holders = self._holders(strategy)
+            updates = [self._segment(key, strategy) for key in self._update_keys(strategy,
+                                                                                 holders)]
+            found = self._weights_of[memo] = (holders, updates)
+        return found
+
+    def _holders(self, strategy: Strategy) -> dict[WeightKey, list[int]]:
         devices: dict[WeightKey, list[int]] = {}
-        for layer in self.graph.layers:
-            for part in self.parts(layer.index, strategy[layer.name]):
-                for wkey in part.action.weight_keys:
-                    holders = devices.setdefault(wkey, [])
-                    if part.device not in holders:
-                        holders.append(part.device)
+        for layer in self.weighted:
+            for wkey, device, _ in self._weight_uses(layer.index, strategy[layer.name]):
+                holders = devices.setdefault(wkey, [])
+                if device not in holders:
+                    holders.append(device)
         return devices
 
-    def _update_keys(self, strategy: Strategy) -> list[tuple]:
+    def _update_keys(self, strategy: Strategy, holders: dict) -> list[tuple]:
         backward: dict[WeightKey, dict[int, list[str]]] = {}
-        for layer in reversed(self.graph.layers):
+        for layer in reversed(self.weighted):
             if layer.index == self.skip:
                 continue
-            for p, part in enumerate(self.parts(layer.index, strategy[layer.name])):
-                for wkey in part.action.weight_keys:
-                    backward.setdefault(wkey, {}).setdefault(part.device, []).append(
-                        f"{layer.name}-backward-{p}")
+            for wkey, device, key in self._weight_uses(layer.index, strategy[layer.name]):
+                backward.setdefault(wkey, {}).setdefault(device, []).append(key)
         keys = []
         boxes_seen: dict[tuple[int, int], int] = {}
-        for wkey, devices in self.weight_devices(strategy).items():
+        for wkey, devices in holders.items():
             if self.graph.layers[wkey[0]].weights[wkey[1]].role in A.BUFFER_ROLES:
                 continue
             box_index = boxes_seen[wkey[:2]] = boxes_seen.get(wkey[:2], -1) + 1
@@ -355,7 +400,8 @@ class TaskGraphBuilder:
 
     # ---- assembly -------------------------------------------------------------------------------
     def build(self, strategy: Strategy) -> TaskGraph:
-        tg = TaskGraph(weight_devices=self.weight_devices(strategy))
+        tg = TaskGraph(weight_devices={k: list(v) for k, v in
+                                       self.weight_devices(strategy).items()})
         seen: set[str] = set()
         for segment in self.segments(strategy):
             tg.tasks += assemble(segment, seen)
@@ -375,18 +421,26 @@ def assemble(segment: Segment, seen_loads: set[str]):
     return tasks
 
 
-def _gather(w: _Writer, pieces, tensor, box, device, phase, grad):
-    """Dependencies that bring the pieces of `tensor` intersecting `box` to `device`.
+def overlapping(pieces, box: Box) -> list[tuple[Box, int, str]]:
+    """(intersection with `box`, device, key) of each piece that intersects it."""
+    found = []
+    for piece_box, piece_device, key in pieces:
+        inter = _intersection(piece_box, box)
+        if inter is not None:
+            found.append((inter, piece_device, key))
+    return found
+
+
+def _gather(w: _Writer, overlaps, tensor, box, device, phase, grad):
+    """Dependencies that bring the pieces of `tensor` intersecting `box` (`overlaps`, from
+    `overlapping`) to `device`.
 
     Values are sent piece by piece. Gradient pieces are partial sums, so each remote device
     sends once: the sum of all its pieces over the bounding box of their intersections
     (sending per piece would send that sum once per piece)."""
     deps = []
     remote: dict[int, list[tuple[Box, str]]] = {}
-    for piece_box, piece_device, key in pieces:
-        inter = piece_box.intersect(box)
-        if inter.is_empty():
-            continue
+    for inter, piece_device, key in overlaps:
         if piece_device == device:
             deps.append(key)
         elif grad:
@@ -395,12 +449,23 @@ def _gather(w: _Writer, pieces, tensor, box, device, phase, grad):
             deps.append(w.send(key, piece_device, A.Send(tensor, inter, device, False), phase,
                                [key]))
     for source, found in remote.items():
-        bounds = Box(tuple((min(b.bounds[d][0] for b, _ in found),
-                            max(b.bounds[d][1] for b, _ in found))
-                           for d in range(box.ndim)))
+        bounds = found[0][0] if len(found) == 1 else Box(tuple(
+            (min(b.bounds[d][0] for b, _ in found), max(b.bounds[d][1] for b, _ in found))
+            for d in range(box.ndim)))
         deps.append(w.send(found[0][1], source, A.Send(tensor, bounds, device, True), phase,
                            [k for _, k in found]))
     return deps
+
+
+def _intersection(a: Box, b: Box) -> Box | None:
+    """`a.intersect(b)`, or None when it is empty (checked dim by dim, to stop early)."""
+    bounds = []
+    for (a0, a1), (b0, b1) in zip(a.bounds, b.bounds):
+        low, high = (a0 if a0 > b0 else b0), (a1 if a1 < b1 else b1)
+        if high <= low:
+            return None
+        bounds.append((low, high))
+    return Box(tuple(bounds))
 
 
 def _partials(w: _Writer, layer, phase: str, group: tuple[int, ...], device: int,

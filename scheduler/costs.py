@@ -1,0 +1,252 @@
+"""What a task costs: the kernel calls it makes and the bytes it hands to other devices.
+
+A `KernelCall` is keyed by what runs (the operator with its attributes, the loss, the optimizer)
+and the shapes it runs on, so every partition of one shape shares one measurement, and carries
+what calibration needs to rebuild the call on a worker (`probe`) and the FLOPs and bytes of the
+analytic estimate. Data movement inside a device (loads, reads for a send) is charged at the
+device's memory bandwidth; bytes between devices are the simulator's business.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..ops.graph import Graph
+from . import actions as A
+from .machine import METRICS_BYTES, MachineModel
+
+
+MEMO_LIMIT = 200_000  # kernel calls remembered (a full rebuild makes new partitions each time)
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    key: str          # cost-table key: phase | subject | shapes
+    phase: str        # forward, backward, forward_partial, backward_partial, loss, update
+    subject: Any      # the Operator, loss function or optimizer that runs
+    probe: tuple      # what calibration needs to rebuild the call
+    flops: float      # analytic estimate
+    nbytes: float     # analytic estimate
+
+
+@dataclass(frozen=True)
+class TaskCost:
+    ms: float               # time on its device, action overhead included
+    sent: float = 0.0       # bytes it adds to its fused task's output
+    dedupe: Any = None      # outputs with equal dedupe keys are one object (sent once)
+
+
+def describe(subject: Any) -> str:
+    """A stable text for a cost key: dataclass reprs, minus references to the model."""
+    state = getattr(subject, "__getstate__", None)
+    if state is not None and type(subject).__getstate__ is not object.__getstate__:
+        fields = state()
+        return f"{type(subject).__name__}({', '.join(f'{k}={fields[k]!r}' for k in sorted(fields))})"
+    return repr(subject)
+
+
+def _nbytes(shape, dtype: str) -> int:
+    size = 1
+    for n in shape:
+        size *= n
+    return size * (1 if dtype == "bool" else int(dtype[-2:]) // 8)
+
+
+class KernelCalls:
+    """Builds (and memoises) the kernel calls of forward/backward partitions, losses and
+    optimizer updates for one model."""
+
+    def __init__(self, graph: Graph, loss=None, optimizer=None):
+        self.graph = graph
+        self.loss = loss
+        self.optimizer = optimizer
+        self._loss_text = describe(loss) if loss is not None else "loss"
+        self._optimizer_text = describe(optimizer) if optimizer is not None else "update"
+        self._memo: dict[tuple, Any] = {}
+        self._flops: dict[int, tuple[int, int]] = {}
+
+    def op_call(self, forward: A.Forward, phase: str) -> KernelCall:
+        memo = (id(forward), phase)  # the entry keeps `forward` alive, so its id stays unique
+        found = self._memo.get(memo)
+        if found is None:
+            if len(self._memo) > MEMO_LIMIT:
+                self._memo.clear()
+            found = self._memo[memo] = (self._op_call(forward, phase), forward)
+        return found[0]
+
+    def _op_call(self, forward: A.Forward, phase: str) -> KernelCall:
+        layer = self.graph.layers[forward.layer]
+        tensors = self.graph.tensors
+        in_specs = [tensors[t].spec for t in layer.inputs]
+        in_dtypes = tuple(s.dtype for s in in_specs)
+        out_shapes = tuple(b.shape for b in forward.out_boxes)
+        in_shapes = tuple(b.shape for b in forward.in_boxes)
+        weight_shapes = tuple(k[2].shape for k in forward.weight_keys)
+        grads = tuple(tensors[t].producer is not None for t in layer.inputs)
+        group = len(forward.group)
+        shapes = (out_shapes, in_shapes, in_dtypes, weight_shapes, group,
+                  grads if phase.startswith("backward") else ())
+        key = f"{phase}|{describe(layer.op)}|{shapes}"
+        probe = (forward.out_boxes, forward.in_boxes, tuple(s.shape for s in in_specs),
+                 in_dtypes, weight_shapes, group, grads)
+        flops, full = self._layer_flops(layer.index)
+        fraction = forward.out_boxes[0].volume / full
+        nbytes = (sum(_nbytes(b.shape, d) for b, d in zip(forward.in_boxes, in_dtypes))
+                  + sum(_nbytes(s, "float32") for s in out_shapes + weight_shapes))
+        if phase == "forward":
+            work = flops * fraction
+        elif phase == "backward":
+            work, nbytes = 2 * flops * fraction, 2 * nbytes
+        else:  # a statistic over the partition's input
+            work, nbytes = 0.0, sum(_nbytes(b.shape, d) for b, d in
+                                    zip(forward.in_boxes, in_dtypes))
+        return KernelCall(key, phase, layer.op, probe, work, nbytes)
+
+    def _layer_flops(self, index: int) -> tuple[int, int]:
+        if index not in self._flops:
+            layer = self.graph.layers[index]
+            out = self.graph.tensors[layer.outputs[0]].spec
+            self._flops[index] = (layer.op.flops(self.graph.in_specs(layer)), out.size)
+        return self._flops[index]
+
+    def loss_call(self, loss: A.Loss) -> KernelCall:
+        memo = ("loss", loss.box.shape, loss.label_box.shape)
+        call = self._memo.get(memo)
+        if call is None:
+            label_dtype = self.graph.tensors[loss.label].spec.dtype
+            shapes = (loss.box.shape, loss.label_box.shape, label_dtype)
+            nbytes = 3 * _nbytes(loss.box.shape, "float32")
+            call = self._memo[memo] = KernelCall(f"loss|{self._loss_text}|{shapes}", "loss",
+                                                 self.loss, shapes, nbytes / 4, nbytes)
+        return call
+
+    def update_call(self, shape: tuple[int, ...]) -> KernelCall:
+        memo = ("update", shape)
+        call = self._memo.get(memo)
+        if call is None:
+            nbytes = 5 * _nbytes(shape, "float32")  # read weight, grad, state; write two
+            call = self._memo[memo] = KernelCall(f"update|{self._optimizer_text}|{shape}",
+                                                 "update", self.optimizer, (shape,),
+                                                 nbytes / 4, nbytes)
+        return call
+
+    def of_task(self, action: A.Action, forward_of: Callable[[int, int], A.Forward]
+                ) -> list[KernelCall]:
+        """The kernel calls an action makes (none for pure data movement)."""
+        if isinstance(action, A.Forward):
+            return [self.op_call(action, "forward")]
+        if isinstance(action, A.ForwardPartial):
+            return [self.op_call(action.forward, "forward_partial")]
+        if isinstance(action, A.Backward):
+            return [self.op_call(forward_of(action.layer, action.part), "backward")]
+        if isinstance(action, A.BackwardPartial):
+            return [self.op_call(forward_of(action.layer, action.part), "backward_partial")]
+        if isinstance(action, A.Loss):
+            return [self.loss_call(action)]
+        if isinstance(action, A.Update):
+            return [self.update_call(action.key[2].shape)]
+        return []
+
+
+class TaskCoster:
+    """Costs of tasks on a machine (kernel calls memoised in `KernelCalls`)."""
+
+    def __init__(self, calls: KernelCalls, machine: MachineModel):
+        self.calls = calls
+        self.machine = machine
+        graph = calls.graph
+        self._itemsize = [t.spec.itemsize for t in graph.tensors]
+
+    def cost(self, task, forward_of: Callable[[int, int], A.Forward]) -> TaskCost:
+        machine, action, device = self.machine, task.action, task.device
+        kind = type(action)
+        ms = machine.overheads.action
+        for call in self.calls.of_task(action, forward_of):
+            ms += machine.kernel_time(device, call.key, call.flops, call.nbytes)
+        if kind is A.Send:
+            nbytes = volume(action.box) * self._itemsize[action.tensor]
+            return TaskCost(ms + machine.copy_time(device, nbytes), nbytes)
+        if kind is A.Load or kind is A.Fill:
+            nbytes = volume(action.box) * self._itemsize[action.tensor]
+            return TaskCost(ms + machine.copy_time(device, nbytes))
+        if kind is A.SendPartial:
+            call = self.calls.op_call(forward_of(action.layer, action.part),
+                                      f"{action.phase}_partial")
+            return TaskCost(ms, machine.partial_bytes.get(call.key, partial_estimate(call)))
+        if kind is A.SendWeightGrad or kind is A.SendWeight:
+            dedupe = ("weight", action.key) if kind is A.SendWeight else None
+            return TaskCost(ms, volume(action.key[2]) * 4, dedupe)
+        if kind is A.Loss:
+            return TaskCost(ms, METRICS_BYTES)
+        if kind is A.Update:  # sums the gradients replicas send in first
+            incoming = sum(1 for d in task.deps if "-sendgrad-" in d)
+            ms += incoming * machine.copy_time(device, volume(action.key[2]) * 4)
+        return TaskCost(ms)
+
+
+def volume(box) -> int:
+    """Elements in a box (a quicker `Box.volume` for the simulator's inner loops)."""
+    size = 1
+    for start, stop in box.bounds:
+        size *= stop - start
+    return size
+
+
+def partial_estimate(call: KernelCall) -> int:
+    """Bytes of a reduction partial when calibration did not record them: per-channel or
+    per-row statistics, a few float64 numbers per output element outside the reduced dims."""
+    out_box = call.probe[0][0]
+    reduced = getattr(call.subject, "reduction_dims", ())
+    kept = 1
+    for d, n in enumerate(out_box.shape):
+        if d not in [r % len(out_box.shape) for r in reduced]:
+            kept *= n
+    return 3 * 8 * kept
+
+
+def calls_for(calls: KernelCalls, builder, configs: dict[int, list], objective=None
+              ) -> list[KernelCall]:
+    """Every kernel call the given per-layer configurations can make (what the search may
+    score): forward, backward and partials of each partition, the loss under each
+    configuration of the output's producer, and the update of each weight box."""
+    graph = calls.graph
+    found: dict[str, KernelCall] = {}
+    last = graph.tensors[objective.output].producer[0] if objective is not None else None
+    for index, layer_configs in configs.items():
+        layer = graph.layers[index]
+        for config in layer_configs:
+            parts = builder.parts(index, config)
+            for part in parts:
+                forward = part.action
+                phases = ["forward"] + (["backward"] if objective is not None else [])
+                if forward.group:
+                    phases += [f"{p}_partial" for p in phases]
+                for phase in phases:
+                    call = calls.op_call(forward, phase)
+                    found.setdefault(call.key, call)
+                if objective is None:
+                    continue
+                for wkey in forward.weight_keys:
+                    if layer.weights[wkey[1]].role not in A.BUFFER_ROLES:
+                        call = calls.update_call(wkey[2].shape)
+                        found.setdefault(call.key, call)
+                if index == last:
+                    box = forward.out_boxes[graph.layers[index].outputs.index(
+                        objective.output)]
+                    loss = A.Loss(objective.output, box, objective.label,
+                                  builder.label_box(box), builder.grad_tensor)
+                    call = calls.loss_call(loss)
+                    found.setdefault(call.key, call)
+    return list(found.values())
+
+
+def calls_of(calls: KernelCalls, taskgraph) -> list[KernelCall]:
+    """The kernel calls of one task graph."""
+    forwards = {(t.action.layer, t.action.part): t.action for t in taskgraph.tasks
+                if isinstance(t.action, A.Forward)}
+    found: dict[str, KernelCall] = {}
+    for t in taskgraph.tasks:
+        for call in calls.of_task(t.action, lambda layer, part: forwards[(layer, part)]):
+            found.setdefault(call.key, call)
+    return list(found.values())

@@ -1,0 +1,176 @@
+"""MCMC strategy search, as FlexFlow's (reference 8.2-8.3), scored by the simulator.
+
+A proposal picks a random layer and gives it a random configuration: a degree for each output dim
+its operator declares splittable, of a kind the flags enable (sample always; parameter with
+`--enable-parameter-parallel`; attribute with `--enable-attribute-parallel`), dividing the dim,
+with at most as many parts as devices; the parts go to a contiguous block of devices starting
+anywhere (operator placement). Picking the last layer proposes no change (FlexFlow's rule; the
+loss reads its output whole per sample). A proposal slower than the current strategy by
+`delta` ms is accepted with probability exp(-alpha * delta); every budget/100 proposals the
+search returns to the best strategy so far. `budget + 1` proposals are scored, as in FlexFlow.
+
+The search starts from the best of its initial candidates: data parallelism, the imported
+strategy if any, and (when parameter parallelism is enabled, since it uses it) the "one weird
+trick": data-parallel convolutions, dense layers split by output features over all devices.
+Random choices come from one `random.Random(seed)`, so a seed gives one result.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+import time
+from dataclasses import dataclass
+from itertools import product
+from typing import Callable
+
+from ..ops.graph import Graph, Layer
+from ..ops.spec import DimKind
+from .simulator import Simulation, Simulator
+from .strategy import ParallelConfig, Strategy, data_parallel_strategy
+
+BEST_HEADER = "=========== Best Discovered Strategy =========="
+BEST_FOOTER = "============= MCMC Search Finished ============"
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    budget: int
+    alpha: float = 1.0
+    enable_sample_parallel: bool = True
+    enable_parameter_parallel: bool = False
+    enable_attribute_parallel: bool = False
+    seed: int = 0
+    delta: bool = True  # delta simulation (False: rebuild every proposal, for comparison)
+
+    def kinds(self) -> set[DimKind]:
+        kinds = set()
+        if self.enable_sample_parallel:
+            kinds.add(DimKind.SAMPLE)
+        if self.enable_parameter_parallel:
+            kinds.add(DimKind.PARAMETER)
+        if self.enable_attribute_parallel:
+            kinds.add(DimKind.ATTRIBUTE)
+        return kinds
+
+
+@dataclass
+class SearchResult:
+    best: dict[str, ParallelConfig]
+    best_cost: float                 # ms (simulated, memory penalty included)
+    candidates: dict[str, float]     # initial candidate -> simulated cost (ms)
+    proposals: int
+    seconds: float
+
+
+class SearchSpace:
+    """The configurations the search may give each layer."""
+
+    def __init__(self, graph: Graph, num_devices: int, options: SearchOptions):
+        self.graph = graph
+        self.num_devices = num_devices
+        self.kinds = options.kinds()
+        self._degrees: dict[int, list[tuple[int, ...]]] = {}
+
+    def degrees(self, layer: Layer) -> list[tuple[int, ...]]:
+        """Every degree tuple: splittable dims of enabled kinds, each degree dividing its dim,
+        at most `num_devices` parts in all (the unsplit tuple included)."""
+        if layer.index not in self._degrees:
+            shape = self.graph.tensors[layer.outputs[0]].spec.shape
+            kinds = layer.op.dim_kinds(self.graph.in_specs(layer))
+            choices = [[d for d in range(1, min(n, self.num_devices) + 1) if n % d == 0]
+                       if kind in self.kinds else [1] for n, kind in zip(shape, kinds)]
+            self._degrees[layer.index] = [
+                c for c in product(*choices) if math.prod(c) <= self.num_devices]
+        return self._degrees[layer.index]
+
+    def random_config(self, layer: Layer, rng: random.Random) -> ParallelConfig:
+        degrees = rng.choice(self.degrees(layer))
+        parts = math.prod(degrees)
+        start = rng.randrange(self.num_devices - parts + 1)
+        return ParallelConfig(degrees, tuple(range(start, start + parts)))
+
+    def configs(self, layer: Layer) -> list[ParallelConfig]:
+        """One configuration per degree tuple (on the first devices): what calibration times."""
+        return [ParallelConfig(d, tuple(range(math.prod(d)))) for d in self.degrees(layer)]
+
+
+def one_weird_trick(graph: Graph, num_devices: int) -> dict[str, ParallelConfig]:
+    """Krizhevsky's expert strategy: data parallelism everywhere except dense layers (other than
+    the last layer), which split their output features over as many devices as divide them."""
+    strategy = data_parallel_strategy(graph, num_devices)
+    for layer in graph.layers[:-1]:
+        kinds = layer.op.dim_kinds(graph.in_specs(layer))
+        shape = graph.tensors[layer.outputs[0]].spec.shape
+        if layer.type_name != "Dense" or kinds[-1] is not DimKind.PARAMETER:
+            continue
+        parts = max(d for d in range(1, num_devices + 1) if shape[-1] % d == 0)
+        degrees = (1,) * (len(shape) - 1) + (parts,)
+        strategy[layer.name] = ParallelConfig(degrees, tuple(range(parts)))
+    return strategy
+
+
+def search(simulator: Simulator, options: SearchOptions, imported: Strategy | None = None,
+           stream=sys.stdout, observer: Callable[[float, float], None] | None = None
+           ) -> SearchResult:
+    """FlexFlow's MCMC over strategies; prints its lines to `stream`. `observer(current_ms,
+    best_ms)` is called after each proposal is judged (for plots of the search)."""
+    graph = simulator.graph
+    num_devices = simulator.num_devices
+    space = SearchSpace(graph, num_devices, options)
+    simulate: Callable[[Strategy], Simulation] = (
+        simulator.simulate if options.delta else simulator.simulate_full)
+    rng = random.Random(options.seed)
+    started = time.perf_counter()
+
+    candidates = {"data parallel": data_parallel_strategy(graph, num_devices)}
+    if imported is not None:
+        candidates["imported"] = dict(imported)
+    if options.enable_parameter_parallel:
+        candidates["one weird trick"] = one_weird_trick(graph, num_devices)
+    scores = {name: simulate(s).cost for name, s in candidates.items()}
+    print(f"MCMC search configuration: budget({options.budget}) alpha({options.alpha:.8f}) "
+          f"mode(TRAINING)", file=stream)
+    print("initial candidates: " + ", ".join(f"{name} {cost:.4f} ms"
+                                             for name, cost in scores.items()), file=stream)
+    first = min(scores, key=scores.get)
+    best, best_cost = dict(candidates[first]), scores[first]
+    current, current_cost = best, best_cost
+    reset_span = min(max(options.budget // 100, 1), 1000)
+    last = len(graph.layers) - 1
+    for iteration in range(options.budget + 1):
+        if iteration % reset_span == 0:
+            current, current_cost = best, best_cost
+        index = rng.randrange(len(graph.layers))
+        proposal = current
+        if index != last:
+            layer = graph.layers[index]
+            proposal = dict(current)
+            proposal[layer.name] = space.random_config(layer, rng)
+        cost = simulate(proposal).cost
+        if iteration % 1000 == 0:
+            print(f"iteration({iteration}) current_strategy({current_cost:.4f}) "
+                  f"best_strategy({best_cost:.4f})", file=stream)
+        if cost < best_cost:
+            best, best_cost = proposal, cost
+        if cost < current_cost or rng.random() < math.exp(-options.alpha * (cost - current_cost)):
+            current, current_cost = proposal, cost
+        if observer is not None:
+            observer(current_cost, best_cost)
+    seconds = time.perf_counter() - started
+    print(f"MCMC search: {options.budget + 1} proposals in {seconds:.2f} s; best "
+          f"{best_cost:.4f} ms, data parallel {scores['data parallel']:.4f} ms", file=stream)
+    return SearchResult(best, best_cost, scores, options.budget + 1, seconds)
+
+
+def print_strategy(graph: Graph, strategy: Strategy, stream=sys.stdout) -> None:
+    """FlexFlow's best-strategy block; dims in FlexFlow's (reversed) order."""
+    print(BEST_HEADER, file=stream)
+    for layer in graph.layers:
+        config = strategy[layer.name]
+        dims = ",".join(str(d) for d in reversed(config.degrees))
+        devices = ",".join(str(d) for d in config.devices)
+        print(f"[{layer.name}] num_dims({len(config.degrees)}) dims[{dims}] "
+              f"device_ids[{devices}]", file=stream)
+    print(BEST_FOOTER, file=stream)

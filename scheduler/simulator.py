@@ -1,0 +1,493 @@
+"""Predicts the iteration time of a strategy by simulating the task graph the executor runs.
+
+The executor (`executor.fuse`, `distributed.DaskExecutor`) runs one Dask task per (device, epoch)
+group of the TaskGraph. So the simulator schedules exactly those groups:
+
+* a group costs the scheduler's per-task overhead plus, for each of its tasks, the per-action
+  overhead and the task's kernel time (measured or analytic, `costs.TaskCoster`);
+* it is dispatched one scheduler hop after its last dependency ends (roots: after submission);
+* it then fetches the whole output of every group on another device it receives from (the first
+  time its device needs that output, as Dask does) over the route between the devices, and the
+  input batches it loads over the client's route;
+* it runs when its inputs are in, its device is free and, where devices share cores, a core is.
+
+Every device, link resource and core is one FIFO resource; events are processed in time order
+(event-driven list scheduling), ties by group order. The predicted iteration time is the last
+group's end plus the per-iteration overhead.
+
+Memory: per device, the activations and gradients it keeps for the iteration (the executor keeps
+them until the next forward), the weights it holds with their gradients, and on each owner the
+optimizer state and the gradients replicas send in. A strategy over a device's capacity is
+penalised by 1 ms per MB over (FlexFlow's rule) in `Simulation.cost`, which the search minimises;
+`check_memory` turns it into an error for a strategy a user gives or imports.
+
+`Simulator.simulate` is the delta simulation: the task graph comes from memoised segments
+(`taskgraph.TaskGraphBuilder`), task costs are memoised per segment, and fusion epochs are
+recomputed only from the first segment that changed. `Simulator.simulate_full` rebuilds and
+re-fuses everything with the executor's own code; both return the same numbers.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+from ..ops.graph import Graph
+from . import actions as A
+from .costs import KernelCalls, TaskCoster, volume
+from .executor import fuse
+from .machine import MachineModel, Route
+from .strategy import Strategy, StrategyError
+from .taskgraph import Objective, Task, TaskGraph, TaskGraphBuilder, build_task_graph
+
+MB = 1 << 20
+PENALTY_MS_PER_BYTE = 1.0 / 1e6  # FlexFlow: 1 ms per MB over capacity
+
+
+@dataclass(slots=True)
+class GroupPlan:
+    """One fused Dask task as the simulator sees it."""
+
+    name: str
+    device: int
+    cost: float                      # ms on its device
+    sent: float                      # bytes of its output
+    feeds: float                     # bytes of input batches shipped with it
+    receive_from: tuple[int, ...]    # groups whose output it fetches
+    after: tuple[int, ...]           # other groups it waits for
+    tasks: tuple[Task, ...] = ()     # kept by the full simulation (for DOT export) ...
+    task_ms: tuple[float, ...] = ()  # ... with each task's time
+
+
+@dataclass
+class Simulation:
+    time: float                      # ms: predicted iteration time
+    memory: list[int]                # bytes per device
+    capacity: list[int]
+    plans: list[GroupPlan] = field(default_factory=list)
+    starts: list[float] = field(default_factory=list)
+    ends: list[float] = field(default_factory=list)
+
+    @property
+    def over(self) -> list[tuple[int, int, int]]:
+        """(device, bytes needed, capacity) for every device over its capacity."""
+        return [(d, m, c) for d, (m, c) in enumerate(zip(self.memory, self.capacity)) if m > c]
+
+    @property
+    def penalty(self) -> float:
+        return sum(m - c for _, m, c in self.over) * PENALTY_MS_PER_BYTE
+
+    @property
+    def cost(self) -> float:
+        """What the search minimises: time plus the memory penalty."""
+        return self.time + self.penalty
+
+
+def check_memory(simulation: Simulation, what: str) -> None:
+    """Reject a strategy that does not fit the devices' memory, naming every device over."""
+    over = simulation.over
+    if over:
+        lines = "; ".join(f"device {d} needs {m / MB:.1f} MB, has {c / MB:.1f} MB"
+                          for d, m, c in over)
+        raise StrategyError(f"{what} does not fit in device memory: {lines}")
+
+
+# ---- scheduling ---------------------------------------------------------------------------------
+def _transfer(route: Route, nbytes: float, ready: float, free: dict[str, float]) -> float:
+    """When `nbytes` sent at `ready` arrive; books the route's resources (FIFO)."""
+    for hop in route:
+        start = ready
+        for resource in hop.resources:
+            busy = free.get(resource, 0.0)
+            if busy > start:
+                start = busy
+        ready = start + hop.latency + nbytes / hop.bandwidth
+        for resource in hop.resources:
+            free[resource] = ready
+    return ready
+
+
+def schedule(plans: list[GroupPlan], machine: MachineModel) -> tuple[list[float], list[float]]:
+    """Start and end (ms) of every group; see the module docstring for the rules."""
+    n = len(plans)
+    hop = machine.overheads.hop
+    waiting = [len(p.receive_from) + len(p.after) for p in plans]
+    dependents: list[list[int]] = [[] for _ in range(n)]
+    for i, p in enumerate(plans):
+        for j in p.receive_from + p.after:
+            dependents[j].append(i)
+    latest = [0.0] * n
+    starts, ends = [0.0] * n, [0.0] * n
+    free: dict[str, float] = {}
+    device_free = [0.0] * machine.num_devices
+    cores: dict[int, list[float]] = {}
+    if machine.cores_per_node:
+        cores = {node: [0.0] * machine.cores_per_node for node in set(machine.nodes)}
+    routes, pop, push = machine.routes, heapq.heappop, heapq.heappush
+    events = [(hop, i, 0) for i in range(n) if waiting[i] == 0]
+    heapq.heapify(events)
+    while events:
+        t, i, stage = pop(events)
+        plan = plans[i]
+        device = plan.device
+        if stage == 0:  # dispatched: fetch what it receives, then it may run
+            ready = t
+            for j in plan.receive_from:
+                source = plans[j]
+                arrived = _transfer(routes[(source.device, device)], source.sent, t, free)
+                if arrived > ready:
+                    ready = arrived
+            if plan.feeds:
+                arrived = _transfer(machine.host_routes[device], plan.feeds, t, free)
+                if arrived > ready:
+                    ready = arrived
+            push(events, (ready, i, 1))
+            continue
+        start = t if t > device_free[device] else device_free[device]
+        slots = cores.get(machine.nodes[device]) if cores else None
+        if slots is not None:
+            slot = min(range(len(slots)), key=slots.__getitem__)
+            if slots[slot] > start:
+                start = slots[slot]
+        end = start + plan.cost
+        if slots is not None:
+            slots[slot] = end
+        device_free[device] = end
+        starts[i], ends[i] = start, end
+        for k in dependents[i]:
+            if end > latest[k]:
+                latest[k] = end
+            waiting[k] -= 1
+            if waiting[k] == 0:
+                push(events, (latest[k] + hop, k, 0))
+    return starts, ends
+
+
+# ---- memory -------------------------------------------------------------------------------------
+class MemoryModel:
+    """(device, bytes) a task adds to what devices keep until the iteration ends: a forward
+    partition its outputs and saved inputs (and in training the inputs' gradients, of the same
+    size), loads and received pieces their boxes, a loss its gradient."""
+
+    def __init__(self, graph: Graph, training: bool):
+        self.graph = graph
+        self.training = training
+        self.itemsize = [t.spec.itemsize for t in graph.tensors]
+
+    def task(self, task: Task) -> tuple[tuple[int, int], ...]:
+        action, kind, size = task.action, type(task.action), self.itemsize
+        if kind is A.Forward:
+            layer = self.graph.layers[action.layer]
+            kept = sum(volume(b) * size[t] for t, b in zip(layer.outputs, action.out_boxes))
+            kept += (1 + self.training) * sum(volume(b) * size[t]
+                                              for t, b in zip(layer.inputs, action.in_boxes))
+            return ((task.device, kept),)
+        if kind is A.Load or kind is A.Fill:
+            return ((task.device, volume(action.box) * size[action.tensor]),)
+        if kind is A.Send:
+            return ((action.dst, volume(action.box) * size[action.tensor]),)
+        if kind is A.Loss:
+            return ((task.device, volume(action.box) * size[action.output]),)
+        return ()
+
+
+def weight_memory(graph: Graph, weight_devices: dict, num_devices: int, state_copies: int,
+                  training: bool) -> list[int]:
+    """Weights on every holder (with their gradients in training); on the owner, optimizer state
+    and the gradients replicas send in."""
+    memory = [0] * num_devices
+    for wkey, holders in weight_devices.items():
+        nbytes = wkey[2].volume * 4
+        trainable = training and graph.layers[wkey[0]].weights[wkey[1]].role not in \
+            A.BUFFER_ROLES
+        for d in holders:
+            memory[d] += nbytes * (2 if trainable else 1)
+        if trainable:
+            memory[holders[0]] += nbytes * (state_copies + len(holders) - 1)
+    return memory
+
+
+def optimizer_state_copies(optimizer) -> int:
+    """Arrays of optimizer state per weight (SGD with momentum: 1, Adam: 2)."""
+    if optimizer is None:
+        return 0
+    import numpy
+    return len(optimizer.init_state(numpy, numpy.zeros(1, numpy.float32)))
+
+
+# ---- the simulator ------------------------------------------------------------------------------
+@dataclass
+class _SegmentResult:
+    """A segment's share of the fused groups. Epochs are relative to `base`, the lowest epoch
+    among its external dependencies (0 when it has tasks without dependencies), so the result
+    stays valid while those dependencies keep their devices and relative epochs (`inputs`) and
+    the same input loads were already made before it."""
+
+    inputs: tuple
+    exports: dict[str, tuple[int, int]]  # key -> (device, epoch) other segments depend on
+    groups: list[tuple]  # ((device, epoch), first key, costs, bytes sent, sources, fed tensors)
+    # (sources: dict of (device, epoch), fed tensors: dict; ordered sets, never modified)
+    memory: list[tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class _SegmentInfo:
+    """What the delta simulation needs of a segment, whatever the epochs."""
+
+    externals: tuple[str, ...]  # keys its tasks depend on that other segments make
+    rooted: bool                # has tasks without dependencies (their epoch is absolute)
+    rows: tuple                 # per task: key, device, deps, ms, sent, dedupe, exported, fed
+    memory: tuple               # (device, bytes) its tasks keep, loads excepted ...
+    loads: dict                 # ... which are here: load key -> (device, bytes)
+
+
+EXPORTED = (A.Forward, A.Backward, A.Loss, A.Load, A.Fill)  # what other segments depend on
+
+
+class Simulator:
+    """Simulates one model's training iteration on one machine under many strategies."""
+
+    def __init__(self, graph: Graph, objective: Objective | None, machine: MachineModel,
+                 loss=None, optimizer=None):
+        self.graph = graph
+        self.objective = objective
+        self.machine = machine
+        self.calls = KernelCalls(graph, loss, optimizer)
+        self.coster = TaskCoster(self.calls, machine)
+        self.builder = TaskGraphBuilder(graph, objective)
+        self.state_copies = optimizer_state_copies(optimizer)
+        self.memory_model = MemoryModel(graph, objective is not None)
+        self._records: dict[int, list] = {}  # id(segment) -> [segment, info, last result]
+        self._weights: dict[int, tuple] = {}  # id(weight holders) -> (memory, holders)
+        self._where: dict[str, tuple[int, int]] = {}
+
+    @property
+    def num_devices(self) -> int:
+        return self.machine.num_devices
+
+    def _capacity(self) -> list[int]:
+        return [self.machine.memory(d) for d in range(self.num_devices)]
+
+    def _feed_bytes(self, tensors) -> float:
+        if not tensors:
+            return 0.0
+        return float(sum(self.graph.tensors[t].spec.nbytes for t in tensors))
+
+    def _finish(self, plans: list[GroupPlan], memory: list[int]) -> Simulation:
+        starts, ends = schedule(plans, self.machine)
+        time = self.machine.overheads.iteration + max(ends, default=0.0)
+        return Simulation(time, memory, self._capacity(), plans, starts, ends)
+
+    # ---- full ---------------------------------------------------------------------------------
+    def simulate_full(self, strategy: Strategy) -> Simulation:
+        """Build the task graph from scratch, fuse it as the executor does, simulate."""
+        taskgraph = build_task_graph(self.graph, strategy, self.num_devices, self.objective)
+        return self.simulate_taskgraph(taskgraph)
+
+    def simulate_taskgraph(self, taskgraph: TaskGraph) -> Simulation:
+        forwards = {(t.action.layer, t.action.part): t.action for t in taskgraph.tasks
+                    if isinstance(t.action, A.Forward)}
+
+        def forward_of(layer, part):
+            return forwards[(layer, part)]
+        groups = fuse(taskgraph.tasks)
+        index = {g.name: i for i, g in enumerate(groups)}
+        plans = []
+        for g in groups:
+            times, sent, seen, feeds = [], 0, set(), {}
+            for t in g.tasks:
+                c = self.coster.cost(t, forward_of)
+                times.append(c.ms)
+                if c.dedupe is None or c.dedupe not in seen:
+                    sent += c.sent
+                    seen.add(c.dedupe)
+                if type(t.action) is A.Load:
+                    feeds[t.action.tensor] = True
+            cost = math.fsum([self.machine.overheads.task] + times)
+            plans.append(GroupPlan(g.name, g.device, cost, sent, self._feed_bytes(feeds),
+                                   tuple(index[k] for k in g.receive_from),
+                                   tuple(index[k] for k in g.after), g.tasks, tuple(times)))
+        training = self.objective is not None
+        memory = weight_memory(self.graph, taskgraph.weight_devices, self.num_devices,
+                               self.state_copies, training)
+        for t in taskgraph.tasks:
+            for device, nbytes in self.memory_model.task(t):
+                memory[device] += nbytes
+        return self._finish(plans, memory)
+
+    # ---- delta --------------------------------------------------------------------------------
+    def simulate(self, strategy: Strategy) -> Simulation:
+        """The same result as `simulate_full` (for a valid strategy), recomputing only the
+        segments whose tasks, or whose external dependencies' devices and relative epochs,
+        changed; costs are summed exactly (fsum), so the grouping order cannot matter."""
+        where, records = self._where, self._records
+        made: set[str] = set()
+        memory = list(self._weight_memory(strategy))
+        groups: dict[tuple[int, int], list] = {}
+        overhead = self.machine.overheads.task
+        for segment in self.builder.segments(strategy):
+            record = records.get(id(segment))  # segments are memoised: identity is content
+            if record is None:
+                record = records[id(segment)] = [segment, self._segment_info(segment, strategy),
+                                                 None]
+            info, result = record[1], record[2]
+            found = [where[k] for k in info.externals]
+            base = 0 if info.rooted or not found else min([e for _, e in found])
+            if base:
+                found = [(d, e - base) for d, e in found]
+            inputs = (tuple(found), segment.loads & made if segment.loads else frozenset())
+            if result is None or result.inputs != inputs:
+                result = record[2] = self._segment(segment, info, inputs)
+            if segment.loads:
+                made |= segment.loads
+            if base:
+                for key, (device, epoch) in result.exports.items():
+                    where[key] = (device, epoch + base)
+            else:
+                where.update(result.exports)
+            for device, nbytes in result.memory:
+                memory[device] += nbytes
+            for (device, epoch), first, costs, sent, sources, feeds in result.groups:
+                g = (device, epoch + base)
+                group = groups.get(g)
+                if group is None:
+                    groups[g] = [first, [overhead, *costs], sent, [(base, sources)], dict(feeds)]
+                else:
+                    group[1] += costs
+                    group[2] += sent
+                    group[3].append((base, sources))
+                    if feeds:
+                        group[4].update(feeds)
+        return self._finish(_plans(groups, self._feed_bytes), memory)
+
+    def _weight_memory(self, strategy: Strategy) -> list[int]:
+        holders = self.builder.weight_devices(strategy)  # memoised: identity is content
+        found = self._weights.get(id(holders))
+        if found is None:
+            if len(self._weights) > len(self._records) + 1000:
+                self._weights.clear()
+            found = self._weights[id(holders)] = (weight_memory(
+                self.graph, holders, self.num_devices, self.state_copies,
+                self.objective is not None), holders)
+        return found[0]
+
+    def _segment_info(self, segment, strategy: Strategy) -> _SegmentInfo:
+        own = {t.key for t in segment.tasks}
+        externals = tuple(dict.fromkeys(d for t in segment.tasks for d in t.deps
+                                        if d not in own))
+        parts, graph = self.builder.parts, self.graph
+
+        def forward_of(layer, part):
+            return parts(layer, strategy[graph.layers[layer].name])[part].action
+        rows, memory, loads = [], {}, {}
+        for t in segment.tasks:
+            cost = self.coster.cost(t, forward_of)
+            fed = t.action.tensor if type(t.action) is A.Load else None
+            rows.append((t.key, t.device, t.deps, cost.ms, cost.sent, cost.dedupe,
+                         isinstance(t.action, EXPORTED), fed))
+            for device, nbytes in self.memory_model.task(t):
+                if t.key in segment.loads:
+                    loads[t.key] = (device, nbytes)
+                else:
+                    memory[device] = memory.get(device, 0) + nbytes
+        return _SegmentInfo(externals, any(not t.deps for t in segment.tasks), tuple(rows),
+                            tuple(memory.items()), loads)
+
+    def _segment(self, segment, info: _SegmentInfo, inputs: tuple) -> _SegmentResult:
+        """Epochs (as `executor.fuse` computes them, relative to the inputs' base) and the
+        group shares of one segment."""
+        found, repeated = inputs
+        epochs = dict(zip(info.externals, found))
+        exports = {}
+        groups: dict[tuple[int, int], list] = {}
+        for key, device, deps, ms, sent, dedupe, exported, fed in info.rows:
+            epoch, sources = 0, None
+            for d in deps:
+                source = epochs[d]
+                if source[0] == device:
+                    if source[1] > epoch:
+                        epoch = source[1]
+                else:
+                    if sources is None:
+                        sources = {}
+                    sources[source] = True
+                    if source[1] >= epoch:
+                        epoch = source[1] + 1
+            place = epochs[key] = (device, epoch)
+            if key in repeated:  # an earlier segment made this load; only its place counts
+                continue
+            if exported:
+                exports[key] = place
+            group = groups.get(place)
+            if group is None:
+                group = groups[place] = [key, [], 0, set(), {}, {}]
+            group[1].append(ms)
+            if sent and (dedupe is None or dedupe not in group[3]):
+                group[2] += sent
+                group[3].add(dedupe)
+            if sources:
+                group[4].update(sources)
+            if fed is not None:
+                group[5][fed] = True
+        memory = list(info.memory) + [info.loads[k] for k in info.loads if k not in repeated]
+        shares = [(g, first, tuple(costs), sent, sources, feeds)
+                  for g, (first, costs, sent, _, sources, feeds) in groups.items()]
+        return _SegmentResult(inputs, exports, shares, memory)
+
+
+def _plans(groups: dict[tuple[int, int], list], feed_bytes) -> list[GroupPlan]:
+    """Groups in the executor's order, with its receive/after split (see `executor.fuse`)."""
+    ordered = sorted(groups, key=lambda g: (g[1], g[0]))
+    index = {g: i for i, g in enumerate(ordered)}
+    received: dict[int, set[tuple[int, int]]] = {}  # device -> groups whose output it has
+    previous: dict[int, int] = {}
+    plans = []
+    for g in ordered:
+        device = g[0]
+        first, costs, sent, chunks, feeds = groups[g]
+        have = received.setdefault(device, set())
+        receive_from, after, listed = [], [], set()
+        for base, sources in chunks:  # (epoch shift, sources relative to it), in task order
+            for d, e in sources:
+                s = (d, e + base)
+                if s in listed:
+                    continue
+                listed.add(s)
+                if s in have:
+                    after.append(index[s])
+                else:
+                    receive_from.append(index[s])
+                    have.add(s)
+        if device in previous:
+            after.append(previous[device])
+        previous[device] = index[g]
+        plans.append(GroupPlan(f"{first.rsplit('-', 1)[0]}-d{device}e{g[1]}", device,
+                               math.fsum(costs), sent, feed_bytes(feeds), tuple(receive_from),
+                               tuple(after)))
+    return plans
+
+
+# ---- export -------------------------------------------------------------------------------------
+def write_dot(path: str, simulation: Simulation) -> None:
+    """The simulated task graph as Graphviz DOT: one record per task, `key | kind | {start |
+    end}` in ms (FlexFlow's layout), tasks of one fused Dask task in a cluster, edges = deps."""
+    lines = ["digraph taskgraph {", "  node [shape=record];"]
+    names: dict[str, str] = {}
+    for g, (plan, start) in enumerate(zip(simulation.plans, simulation.starts)):
+        lines.append(f'  subgraph cluster_{g} {{ label="{plan.name} (device {plan.device})";')
+        clock = start + plan.cost - sum(plan.task_ms)  # the fused task's own overhead first
+        for t, ms in zip(plan.tasks, plan.task_ms):
+            names[t.key] = f"t{len(names)}"
+            kind = type(t.action).__name__
+            lines.append(f'    {names[t.key]} [label="{t.key} | {kind} | {{{clock:.3f} | '
+                         f'{clock + ms:.3f}}}"];')
+            clock += ms
+        lines.append("  }")
+    for plan in simulation.plans:
+        for t in plan.tasks:
+            for d in t.deps:
+                lines.append(f"  {names[d]} -> {names[t.key]};")
+    lines.append("}")
+    with open(path, "w") as out:
+        out.write("\n".join(lines) + "\n")

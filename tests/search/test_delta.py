@@ -1,0 +1,43 @@
+"""Delta simulation gives exactly the full simulation's result (rebuild + executor.fuse), on
+random proposal sequences over every test model, with every kind of split enabled."""
+
+import random
+
+import pytest
+
+from flexflow.scheduler.search import SearchOptions, SearchSpace
+from flexflow.scheduler.simulator import Simulator
+from flexflow.scheduler.strategy import data_parallel_strategy
+
+from ..parallel.models import BATCH, MODELS, embedding_bag
+from .helpers import compiled, small_machine
+
+STEPS = 25
+
+
+def plan_view(simulation):
+    return [(p.name, p.device, p.cost, p.sent, p.feeds, p.receive_from, p.after)
+            for p in simulation.plans]
+
+
+@pytest.mark.parametrize("name", list(MODELS) + ["embedding_bag"])
+def test_delta_equals_full_on_random_proposals(name):
+    build = MODELS.get(name, embedding_bag)
+    ff, objective = compiled(build, BATCH)
+    graph = ff.graph
+    simulator = Simulator(graph, objective, small_machine(), ff._loss, ff.optimizer)
+    space = SearchSpace(graph, 4, SearchOptions(1, enable_parameter_parallel=True,
+                                                enable_attribute_parallel=True))
+    rng = random.Random(hash(name) % 1000)
+    current = data_parallel_strategy(graph, 4)
+    for _ in range(STEPS):
+        proposal = dict(current)
+        for _ in range(rng.choice([1, 1, 2])):  # mostly one-op changes, sometimes two
+            layer = graph.layers[rng.randrange(len(graph.layers) - 1)]
+            proposal[layer.name] = space.random_config(layer, rng)
+        delta, full = simulator.simulate(proposal), simulator.simulate_full(proposal)
+        assert delta.time == full.time
+        assert delta.memory == full.memory
+        assert plan_view(delta) == plan_view(full)
+        if rng.random() < 0.5:
+            current = proposal
