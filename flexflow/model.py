@@ -43,6 +43,8 @@ from .scheduler import cluster as cluster_module
 from .scheduler import strategy_file
 from .scheduler.distributed import DaskExecutor
 from .scheduler.executor import LocalExecutor
+from .scheduler.planner import Planner, PlanOptions, capacities, runner_for
+from .scheduler.search import SearchOptions
 from .scheduler.strategy import data_parallel_strategy
 from .scheduler.taskgraph import Objective, build_task_graph
 from .tensor import Parameter, Tensor
@@ -67,6 +69,7 @@ class FFModel:
         self._perf = PerfMetrics()
         self._comp_mode = CompMode.TRAINING
         self._ran_forward = False
+        self._objective: Objective | None = None
 
     @property
     def ffconfig(self) -> FFConfig:
@@ -384,14 +387,21 @@ class FFModel:
         self._perf = PerfMetrics(metrics)
         cluster = self._cluster()
         num_devices = len(cluster.workers) if cluster else self._ffconfig.num_devices
-        if strategy is None and self._ffconfig.import_strategy_file:
-            strategy = strategy_file.load(self._ffconfig.import_strategy_file, self.graph,
-                                          num_devices)
+        config = self._ffconfig
+        objective = self._objective = Objective(last.outputs[0], self._label_id, through_softmax)
+        what = "the given strategy" if strategy is not None else "data parallelism"
+        if strategy is None and config.import_strategy_file:
+            strategy = strategy_file.load(config.import_strategy_file, self.graph, num_devices)
+            what = f"the strategy of {config.import_strategy_file}"
+        runner = runner_for(cluster, num_devices, config.cpu_only)
+        planner = Planner(self.graph, objective, num_devices, runner, self._plan_options(),
+                          self._loss, self._optimizer)
+        if config.search_budget > 0:
+            strategy, what = planner.search(strategy), "the searched strategy"
         self.strategy = dict(strategy or data_parallel_strategy(self.graph, num_devices))
-        if self._ffconfig.export_strategy_file:
-            strategy_file.save(self.strategy, self._ffconfig.export_strategy_file)
-        objective = Objective(last.outputs[0], self._label_id, through_softmax)
         taskgraph = build_task_graph(self.graph, self.strategy, num_devices, objective)
+        planner.finish(self.strategy, taskgraph, capacities(runner, config.device_memory_mb << 20),
+                       what, config.export_strategy_file)
         self._ctx = Context(self.graph, self._loss, self._optimizer, self._feeds)
         if self._executor is not None:
             self._executor.close()
@@ -404,6 +414,21 @@ class FFModel:
             self._executor = LocalExecutor(taskgraph, self._ctx, num_devices, xp)
         self._initialize_weights()
         print("Compiled ffmodel!")
+
+    @property
+    def objective(self) -> Objective | None:
+        """(ours) What training optimizes, once compiled: the output and label tensors."""
+        return self._objective
+
+    def _plan_options(self) -> PlanOptions:
+        """The search and machine-model flags, for the planner."""
+        config = self._ffconfig
+        search = SearchOptions(config.search_budget, config.search_alpha,
+                               config.enable_sample_parallel, config.enable_parameter_parallel,
+                               config.enable_attribute_parallel, config.seed)
+        return PlanOptions(search, config.machine_model_version, config.machine_model_file,
+                           config.device_memory_mb << 20, config.export_strategy_task_graph_file,
+                           config.cpu_only)
 
     def _cluster(self):
         """The Dask cluster this run uses, or None to run in this process (DESIGN.md)."""
