@@ -12,12 +12,14 @@ from typing import Sequence
 
 import numpy as np
 
-from .config import FFConfig
+from . import profiling, report
+from .config import FFConfig, FlagError
 from .dataloader import SingleDataLoader, check_full_array
 from .initializers import ArrayInitializer, Initializer, default_initializer
 from .losses import SPARSE_LOSSES, LossFunction
 from .metrics import PerfMetrics
 from .op import Op, wrap
+from .plots import check_path, timeline
 from .ops.attention import MultiHeadAttention
 from .ops.batch_matmul import BatchMatmul
 from .ops.batch_norm import BatchNorm
@@ -40,6 +42,7 @@ from .ops.spec import ShapeError, TensorSpec
 from .ops.weight import Weight
 from .scheduler.actions import Context
 from .scheduler import cluster as cluster_module
+from .scheduler import machine as machine_module
 from .scheduler import strategy_file
 from .scheduler.distributed import DaskExecutor
 from .scheduler.executor import LocalExecutor
@@ -70,6 +73,7 @@ class FFModel:
         self._comp_mode = CompMode.TRAINING
         self._ran_forward = False
         self._objective: Objective | None = None
+        self._profiler: profiling.OpProfiler | None = None
 
     @property
     def ffconfig(self) -> FFConfig:
@@ -385,6 +389,7 @@ class FFModel:
                                              LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY))
         self._loss = LossFunction(loss_type, metrics, batch, output.size // batch, through_softmax)
         self._perf = PerfMetrics(metrics)
+        self._check_diagnostics()
         cluster = self._cluster()
         num_devices = len(cluster.workers) if cluster else self._ffconfig.num_devices
         config = self._ffconfig
@@ -405,6 +410,16 @@ class FFModel:
         self._ctx = Context(self.graph, self._loss, self._optimizer, self._feeds)
         if self._executor is not None:
             self._executor.close()
+        config = self._ffconfig
+        simulator = self._simulator(objective, num_devices)
+        if config.timeline_file:
+            timeline.draw_strategies(config.timeline_file, simulator, self.strategy)
+        self._profiler = None
+        if config.profiling:
+            self._profiler = profiling.OpProfiler(
+                self.graph, simulator and simulator.simulate_taskgraph(taskgraph),
+                simulator.machine.describe() if simulator else "")
+            taskgraph = profiling.instrument(taskgraph)
         cpu_only = self._ffconfig.cpu_only
         if cluster:
             self._executor = DaskExecutor(taskgraph, self._ctx, cluster.client, cluster.workers,
@@ -413,6 +428,8 @@ class FFModel:
             xp = cluster_module.array_module(cpu_only)
             self._executor = LocalExecutor(taskgraph, self._ctx, num_devices, xp)
         self._initialize_weights()
+        if config.profile_file:
+            report.start(cluster.client, config.profile_file)
         print("Compiled ffmodel!")
 
     @property
@@ -436,9 +453,42 @@ class FFModel:
         if config.scheduler_address:
             return cluster_module.connect(config.scheduler_address,
                                           config.workers_per_node * config.num_nodes or None)
-        if (config.num_devices > 1 or config.force_cluster) and not config.in_process:
+        wants_cluster = config.num_devices > 1 or config.force_cluster or config.profile_file
+        if wants_cluster and not config.in_process:
             return cluster_module.start_local(config.num_devices, config.device_memory_mb)
         return None
+
+    def _check_diagnostics(self) -> None:
+        """Refuse profiling and picture flags that cannot be honoured, before any work."""
+        config = self._ffconfig
+        report.check(config)
+        for path, flag in ((config.timeline_file, "--timeline"),
+                           (config.search_plot_file, "--search-plot")):
+            if path:
+                check_path(path, flag)
+        if config.timeline_file and not config.machine_model_file:
+            raise FlagError("--timeline draws the simulated iteration, which needs a machine "
+                            "model: add --machine-model-file FILE")
+        if config.search_plot_file and config.search_budget <= 0:
+            raise FlagError("--search-plot draws the strategy search's trace: it needs a "
+                            "search (--budget N with N > 0)")
+
+    def _simulator(self, objective: Objective, num_devices: int):
+        """A simulator of this model on the machine model of `--machine-model-file` (with
+        `-ll:fsize` memory when given) for `--profiling` and `--timeline`; None when neither
+        asks or there is no machine model."""
+        config = self._ffconfig
+        if not config.machine_model_file or not (config.profiling or config.timeline_file):
+            return None
+        machine = machine_module.read(config.machine_model_file)
+        if config.device_memory_mb:
+            machine = machine_module.with_memory(machine, config.device_memory_mb << 20)
+        if machine.num_devices != num_devices:
+            raise FlagError(f"--machine-model-file {config.machine_model_file} describes "
+                            f"{machine.num_devices} devices; this run has {num_devices}")
+        from .scheduler.simulator import Simulator  # only runs that simulate load it
+
+        return Simulator(self.graph, objective, machine, self._loss, self._optimizer)
 
     def _check_inputs(self) -> None:
         batch = self._ffconfig.batch_size
@@ -479,7 +529,8 @@ class FFModel:
         if missing:
             raise RuntimeError(f"no data for {', '.join(self._tensor_name(t) for t in missing)}: "
                                f"create a data loader and call next_batch(), or set_tensor()")
-        return self._executor.run(*phases, zero_gradients=zero_gradients)
+        pieces = self._executor.run(*phases, zero_gradients=zero_gradients)
+        return self._profiler.take(pieces, self._ctx.training) if self._profiler else pieces
 
     def forward(self, seq_length=None, training: bool | None = None) -> None:
         """`training` (ours) overrides the compile mode for this pass: False runs inference
@@ -550,6 +601,8 @@ class FFModel:
                     loader.next_batch(self)
                 self.train_step()
                 self._perf.print()
+        if self._profiler:
+            self._profiler.print_pending()
 
     def eval(self, x=None, y=None, batch_size=None) -> None:
         loaders = _loader_list(x, y, "eval")

@@ -1,0 +1,97 @@
+"""Simulated timelines: one Gantt chart per strategy, stacked on one time axis, with a row per
+device (each fused Dask task it runs, framed, with its tasks coloured by what they do) and a row
+per link resource (the transfers booked on it, when the simulation records them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from . import new_figure, save
+
+# Colour of a task by what its action does; the rest of a fused task's time is the scheduler's
+# overhead of running it.
+ACTION_PHASES = {"Load": "load", "Fill": "load", "Forward": "forward",
+                 "ForwardPartial": "forward", "Loss": "loss", "Backward": "backward",
+                 "BackwardPartial": "backward", "Update": "update"}
+PHASE_COLOURS = {"load": "#9D9D9D", "forward": "#4C78A8", "loss": "#E45756",
+                 "backward": "#F58518", "update": "#54A24B", "send": "#B279A2",
+                 "overhead": "#E6E6E6", "transfer": "#72B7B2"}
+
+
+@dataclass(frozen=True)
+class Bar:
+    row: str
+    start: float  # ms
+    end: float
+    phase: str
+    outline: bool = False  # the frame of a fused Dask task, drawn around its tasks
+
+
+def bars(simulation) -> list[Bar]:
+    """Per device, each fused task's frame, its overhead and its tasks in order (a full
+    simulation keeps them); per link resource, the transfers when the simulation records them
+    (`simulation.transfers`: (resource, start, end) triples)."""
+    out = []
+    for plan, start, end in zip(simulation.plans, simulation.starts, simulation.ends):
+        row = f"device {plan.device}"
+        out.append(Bar(row, start, end, "overhead", outline=True))
+        clock = end - sum(plan.task_ms)
+        for task, ms in zip(plan.tasks, plan.task_ms):
+            phase = ACTION_PHASES.get(type(task.action).__name__, "send")
+            out.append(Bar(row, clock, clock + ms, phase))
+            clock += ms
+    for resource, start, end in getattr(simulation, "transfers", ()):
+        out.append(Bar(f"link {resource}", start, end, "transfer"))
+    return out
+
+
+def _row_order(row: str) -> tuple:
+    kind, _, name = row.partition(" ")
+    return (kind != "device", int(name) if kind == "device" else 0, name)
+
+
+def draw(path: str, panels: Sequence[tuple[str, object]]) -> None:
+    """`panels`: (title, Simulation) pairs, e.g. the chosen strategy and data parallelism."""
+    panel_bars = [bars(simulation) for _, simulation in panels]
+    rows = sorted({b.row for group in panel_bars for b in group}, key=_row_order)
+    height = 0.6 + len(panels) * (0.5 + 0.28 * len(rows))
+    figure = new_figure(8, height)
+    axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, (title, simulation), group in zip(axes, panels, panel_bars):
+        index = {row: i for i, row in enumerate(rows)}
+        for bar in group:
+            ax.broken_barh([(bar.start, max(bar.end - bar.start, 1e-9))],
+                           (index[bar.row] - 0.4, 0.8), facecolors=PHASE_COLOURS[bar.phase],
+                           edgecolors="#333333" if bar.outline else "none", linewidth=0.6)
+        ax.set_yticks(range(len(rows)), rows, fontsize=8)
+        ax.set_ylim(len(rows) - 0.5, -0.5)
+        ax.set_title(f"{title}: {simulation.time:.2f} ms per iteration (simulated)", fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+    axes[-1].set_xlabel("time in the iteration (ms)")
+    shown = {b.phase for group in panel_bars for b in group}
+    handles = [_patch(colour, phase) for phase, colour in PHASE_COLOURS.items()
+               if phase in shown]
+    figure.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8,
+                  frameon=False)
+    save(figure, path)
+
+
+def _patch(colour: str, label: str):
+    from matplotlib.patches import Patch
+
+    return Patch(facecolor=colour, label=label)
+
+
+def draw_strategies(path: str, simulator, chosen) -> None:
+    """The timeline of the `chosen` strategy above that of data parallelism (alone when the
+    chosen strategy is data parallelism), both simulated on `simulator`'s machine."""
+    from ..scheduler.strategy import data_parallel_strategy
+
+    baseline = data_parallel_strategy(simulator.graph, simulator.num_devices)
+    if dict(chosen) == baseline:
+        panels = [("data parallel (the strategy used)", simulator.simulate_full(baseline))]
+    else:
+        panels = [("the strategy used", simulator.simulate_full(chosen)),
+                  ("data parallel", simulator.simulate_full(baseline))]
+    draw(path, panels)

@@ -1,0 +1,115 @@
+"""--profiling: kernel actions are timed where they run (checked against a known sleep), the
+timing changes no result, every layer gets a row, and with a machine model every measured time
+sits next to the simulator's prediction for the same tasks."""
+
+import time
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from flexflow import profiling
+from flexflow.core import FFConfig, FFModel, LossType, MetricsType, SGDOptimizer
+from flexflow.scheduler import actions as A
+
+from ..parallel.models import MODELS, batches
+from .run import TINY_MLP, launch
+
+MACHINE = """# two GPUs on one socket (FlexFlow's machine-model file format)
+num_nodes = 1
+num_sockets_per_node = 1
+num_cpus_per_socket = 2
+num_gpus_per_socket = 2
+nvlink_latency = 0.001
+nvlink_bandwidth = 18.52
+pci_latency = 0.001
+pci_bandwidth = 12.578
+intra_socket_gpu_fb_mem_to_gpu_fb_mem = nvlink
+"""
+
+
+@dataclass(frozen=True)
+class Sleep(A.Action):
+    seconds: float
+
+    def run(self, store, ctx, out):
+        time.sleep(self.seconds)
+
+
+def test_timed_action_reports_the_time_it_took():
+    out = {}
+    profiling.Timed(Sleep(0.03), 7, 1, "backward").run(SimpleNamespace(xp=np), None, out)
+    [record] = out["metrics"]
+    layer, part, phase, ms = record[profiling.TIMING]
+    assert (layer, part, phase) == (7, 1, "backward")
+    assert 30 <= ms < 300
+
+
+def train(argv, steps=4):
+    """cnn_batch_norm (batch-norm statistics are reduced across partitions) trained data
+    parallel; returns the model and its losses."""
+    ff = FFModel(FFConfig(argv=argv, batch_size=8))
+    inputs = MODELS["cnn_batch_norm"](ff)
+    ff.compile(optimizer=SGDOptimizer(ff, lr=0.05), metrics=[MetricsType.METRICS_ACCURACY],
+               loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
+    losses = []
+    for xs, y in batches(inputs, steps):
+        for tensor, array in zip(inputs, xs):
+            tensor.set_tensor(ff, array)
+        ff.label_tensor.set_tensor(ff, y)
+        losses.append(ff.train_step())
+    return ff, losses
+
+
+def rows(table: str) -> dict[str, list[str]]:
+    return {line.split()[0]: line.split()[2:] for line in table.splitlines()[2:]}
+
+
+def test_profiling_times_every_layer_and_changes_no_result():
+    devices = ["-ll:gpu", "2", "--in-process"]
+    profiled, losses = train([*devices, "--profiling"])
+    _, reference = train(devices)
+    assert losses == reference
+    table = profiled._profiler.table()
+    assert "predicted: -, no machine model" in table
+    cells = rows(table)
+    assert list(cells) == [layer.name for layer in profiled.graph.layers]
+    for name, (forward, predicted, backward, _) in cells.items():
+        assert float(forward) > 0 and predicted == "-"
+        assert backward == "-" if name.startswith("Softmax") else float(backward) > 0
+    profiled._profiler.print_pending()  # nothing left to print at exit
+
+
+def test_profiling_predictions_come_from_the_simulator(tmp_path):
+    pytest.importorskip("flexflow.scheduler.simulator")
+    machine = tmp_path / "machine.txt"
+    machine.write_text(MACHINE)
+    ff, _ = train(["-ll:gpu", "2", "--in-process", "--profiling", "--machine-model-file",
+                   str(machine)], steps=2)
+    table = ff._profiler.table()
+    assert "predicted: the simulator on machine.txt: 2 x GPU on 1 node(s)" in table
+    for forward, predicted, backward, predicted_backward in rows(table).values():
+        assert float(predicted) > 0
+        assert (backward == "-") == (predicted_backward == "-")
+    ff._profiler.print_pending()
+
+
+def test_predictions_sum_each_partition_s_kernel_tasks():
+    """Hand-made simulation: a forward partition with its partial statistic, a backward, and a
+    send that is no kernel."""
+    forward = A.Forward(3, 1, (), (), ())
+
+    def task(action):
+        return SimpleNamespace(action=action)
+    plan = SimpleNamespace(tasks=(task(A.ForwardPartial(forward)), task(forward),
+                                  task(A.SendPartial(3, "forward", 1, 0)), task(A.Backward(3, 1))),
+                           task_ms=(0.5, 2.0, 9.0, 4.0))
+    predicted = profiling.predict(SimpleNamespace(plans=[plan]))
+    assert predicted == {(3, 1, "forward"): 2.5, (3, 1, "backward"): 4.0}
+
+
+def test_hand_written_loop_prints_its_table_at_exit():
+    result = launch(TINY_MLP, "-ll:py", "1", "-ll:gpu", "1", "-b", "8", "--profiling")
+    table = result.stdout[result.stdout.index("[Profiling]"):]
+    assert list(rows(table)) == ["Dense_100", "Dense_101", "Softmax_102"]
