@@ -126,8 +126,15 @@ class Planner:
                                        self.loss, self.optimizer)
         return self.simulator
 
-    def search(self, imported: Strategy | None) -> dict:
-        """MCMC search; prints FlexFlow's lines and returns the best strategy."""
+    def simulator_for(self, *strategies: Strategy) -> Simulator:
+        """The simulator of this compile: the search's, or one on the machine model of the
+        flags or of calibrating the configurations of `strategies` (--profiling, --timeline)."""
+        return self._simulator({layer.index: [s[layer.name] for s in strategies]
+                                for layer in self.graph.layers})
+
+    def search(self, imported: Strategy | None, observer=None) -> dict:
+        """MCMC search; prints FlexFlow's lines and returns the best strategy. `observer` is
+        passed on to `search.search` (called with the current and best cost per proposal)."""
         options = self.options.search
         space = SearchSpace(self.graph, self.num_devices, options)
         configs = {layer.index: space.configs(layer) for layer in self.graph.layers}
@@ -139,7 +146,7 @@ class Planner:
         simulator = self._simulator(configs)
         if imported is not None:
             check_memory(simulator.simulate_full(imported), "the imported strategy")
-        result = search(simulator, options, imported, self.stream)
+        result = search(simulator, options, imported, self.stream, observer)
         print_strategy(self.graph, result.best, self.stream)
         return result.best
 
