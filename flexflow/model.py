@@ -19,7 +19,7 @@ from .initializers import ArrayInitializer, Initializer, default_initializer
 from .losses import SPARSE_LOSSES, LossFunction
 from .metrics import PerfMetrics
 from .op import Op, wrap
-from .plots import check_path, timeline
+from .plots import check_path, search_trace, timeline
 from .ops.attention import MultiHeadAttention
 from .ops.batch_matmul import BatchMatmul
 from .ops.batch_norm import BatchNorm
@@ -42,7 +42,6 @@ from .ops.spec import ShapeError, TensorSpec
 from .ops.weight import Weight
 from .scheduler.actions import Context
 from .scheduler import cluster as cluster_module
-from .scheduler import machine as machine_module
 from .scheduler import strategy_file
 from .scheduler.distributed import DaskExecutor
 from .scheduler.executor import LocalExecutor
@@ -401,8 +400,10 @@ class FFModel:
         runner = runner_for(cluster, num_devices, config.cpu_only)
         planner = Planner(self.graph, objective, num_devices, runner, self._plan_options(),
                           self._loss, self._optimizer)
+        trace = search_trace.SearchTrace() if config.search_plot_file else None
         if config.search_budget > 0:
-            strategy, what = planner.search(strategy), "the searched strategy"
+            strategy = planner.search(strategy, trace and trace.record)
+            what = "the searched strategy"
         self.strategy = dict(strategy or data_parallel_strategy(self.graph, num_devices))
         taskgraph = build_task_graph(self.graph, self.strategy, num_devices, objective)
         planner.finish(self.strategy, taskgraph, capacities(runner, config.device_memory_mb << 20),
@@ -410,15 +411,13 @@ class FFModel:
         self._ctx = Context(self.graph, self._loss, self._optimizer, self._feeds)
         if self._executor is not None:
             self._executor.close()
-        config = self._ffconfig
-        simulator = self._simulator(objective, num_devices)
-        if config.timeline_file:
-            timeline.draw_strategies(config.timeline_file, simulator, self.strategy)
+        self._draw_pictures(planner, trace)
         self._profiler = None
         if config.profiling:
-            self._profiler = profiling.OpProfiler(
-                self.graph, simulator and simulator.simulate_taskgraph(taskgraph),
-                simulator.machine.describe() if simulator else "")
+            simulator = planner.simulator_for(self.strategy)
+            self._profiler = profiling.OpProfiler(self.graph,
+                                                  simulator.simulate_taskgraph(taskgraph),
+                                                  simulator.machine.describe())
             taskgraph = profiling.instrument(taskgraph)
         cpu_only = self._ffconfig.cpu_only
         if cluster:
@@ -466,29 +465,24 @@ class FFModel:
                            (config.search_plot_file, "--search-plot")):
             if path:
                 check_path(path, flag)
-        if config.timeline_file and not config.machine_model_file:
-            raise FlagError("--timeline draws the simulated iteration, which needs a machine "
-                            "model: add --machine-model-file FILE")
         if config.search_plot_file and config.search_budget <= 0:
             raise FlagError("--search-plot draws the strategy search's trace: it needs a "
                             "search (--budget N with N > 0)")
 
-    def _simulator(self, objective: Objective, num_devices: int):
-        """A simulator of this model on the machine model of `--machine-model-file` (with
-        `-ll:fsize` memory when given) for `--profiling` and `--timeline`; None when neither
-        asks or there is no machine model."""
+    def _draw_pictures(self, planner: Planner, trace) -> None:
+        """--search-plot and --timeline, once the strategy is chosen."""
         config = self._ffconfig
-        if not config.machine_model_file or not (config.profiling or config.timeline_file):
-            return None
-        machine = machine_module.read(config.machine_model_file)
-        if config.device_memory_mb:
-            machine = machine_module.with_memory(machine, config.device_memory_mb << 20)
-        if machine.num_devices != num_devices:
-            raise FlagError(f"--machine-model-file {config.machine_model_file} describes "
-                            f"{machine.num_devices} devices; this run has {num_devices}")
-        from .scheduler.simulator import Simulator  # only runs that simulate load it
-
-        return Simulator(self.graph, objective, machine, self._loss, self._optimizer)
+        if not (config.search_plot_file or config.timeline_file):
+            return
+        baseline = data_parallel_strategy(self.graph, planner.num_devices)
+        simulator = planner.simulator_for(self.strategy, baseline)
+        if config.search_plot_file:
+            search_trace.draw(config.search_plot_file, trace,
+                              simulator.simulate_full(baseline).cost)
+            print(f"Search trace drawn in {config.search_plot_file}")
+        if config.timeline_file:
+            timeline.draw_strategies(config.timeline_file, simulator, self.strategy)
+            print(f"Simulated timelines drawn in {config.timeline_file}")
 
     def _check_inputs(self) -> None:
         batch = self._ffconfig.batch_size

@@ -8,8 +8,8 @@ through the executors' metrics channel, the one way results already travel from 
 the client. `OpProfiler.take` separates those records from the metric sums.
 
 Predicting: the time the simulator gives each of those tasks when it simulates the same task
-graph on a machine model (`Simulator.simulate_taskgraph`). Without a machine model the
-predictions column is empty and says how to get one.
+graph (`Simulator.simulate_taskgraph`) on the run's machine model: the one the flags name, or
+else the one calibration measures on the run's devices (as the search uses).
 
 Printed: one table, at the end of each `fit()` and, for hand-written training loops, when the
 process ends; times are medians over partitions and training runs (graphs run in training mode:
@@ -31,8 +31,6 @@ from .scheduler.taskgraph import TaskGraph
 
 TIMING = "op_time_ms"  # the record key in the metrics channel
 PHASES = ("forward", "backward")
-NO_MACHINE = ("no machine model to predict with: give one with --machine-model-file FILE "
-              "(FlexFlow's format or JSON)")
 
 
 def _kernel_of(action: A.Action) -> tuple[int, int, str] | None:
@@ -97,11 +95,11 @@ def predict(simulation) -> dict[tuple[int, int, str], float]:
 class OpProfiler:
     """Collects the measured times of one compiled model and prints them with the predictions."""
 
-    def __init__(self, graph: Graph, simulation=None, machine_name: str = "", stream=None):
+    def __init__(self, graph: Graph, simulation, machine_name: str, stream=None):
         """`simulation`: the simulator's full simulation of the task graph the model runs, on
-        the machine `machine_name` describes (None: no predictions)."""
+        the machine `machine_name` describes."""
         self.graph = graph
-        self.predicted = predict(simulation) if simulation is not None else None
+        self.predicted = predict(simulation)
         self.machine_name = machine_name
         self.stream = stream
         self._samples: dict[tuple[int, str], list[float]] = {}  # ms per partition and run
@@ -142,16 +140,15 @@ class OpProfiler:
     def expected(self) -> dict[tuple[int, str], float]:
         """Median predicted ms per (layer, phase) over partitions."""
         samples: dict[tuple[int, str], list[float]] = {}
-        for (layer, _, phase), ms in (self.predicted or {}).items():
+        for (layer, _, phase), ms in self.predicted.items():
             samples.setdefault((layer, phase), []).append(ms)
         return {key: statistics.median(values) for key, values in samples.items()}
 
     def table(self) -> str:
         measured, expected = self.measured(), self.expected()
-        source = (f"predicted: the simulator on {self.machine_name}" if self.predicted is not None
-                  else f"predicted: -, {NO_MACHINE}")
         rows = [f"[Profiling] per-operator time in ms, median over partitions and "
-                f"{self._recorded} training run(s), the first left out ({source})",
+                f"{self._recorded} training run(s), the first left out; predicted: by the "
+                f"simulator on {self.machine_name}",
                 f"{'layer':<24} {'type':<14} {'forward':>9} {'predicted':>9} "
                 f"{'backward':>9} {'predicted':>9}"]
 
