@@ -1,0 +1,94 @@
+"""An ONNX backend (`onnx.backend.base.Backend`) that runs models through the importer and an
+FFModel forward pass, so ONNX's own conformance tests (`onnx.backend.test.BackendTest`) check it.
+
+A FlexFlow model has one batch-first data input; ONNX test graphs often have several inputs
+(x and y of an Add, the weight W of a Conv). So the first graph input becomes the model's input
+tensor, with the batch size set to its dim 0, and the others are given to the importer as
+constants, exactly as initializers would be: weights of the layers that own weights, constant
+tensors otherwise. The model is compiled for inference and run forward once per `run`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx.backend.base import Backend, BackendRep
+
+from flexflow.core import CompMode, DataType, FFConfig, FFModel, Tensor
+
+from .errors import ONNXImportError
+from .model import ONNXModel
+
+
+class FlexFlowRep(BackendRep):
+    def __init__(self, model: onnx.ModelProto):
+        inputs = [i.name for i in model.graph.input
+                  if i.name not in {t.name for t in model.graph.initializer}]
+        self.input_names = inputs
+        self.onnx_model = ONNXModel(model, constant_inputs=inputs[1:])
+
+    def run(self, inputs, **kwargs):
+        if isinstance(inputs, dict):
+            inputs = [inputs[name] for name in self.input_names]
+        arrays = [np.asarray(x) for x in inputs]
+        if len(arrays) != len(self.input_names):
+            raise ONNXImportError(f"the graph has {len(self.input_names)} inputs, got "
+                                  f"{len(arrays)} arrays")
+        feeds = dict(zip(self.input_names[1:], arrays[1:]))
+        ffmodel = None  # a graph without inputs is all constants
+        if arrays:
+            data = arrays[0]
+            _check_data(self.input_names[0], data)
+            ffmodel = FFModel(FFConfig(argv=[], batch_size=data.shape[0]))
+            x = ffmodel.create_tensor(data.shape, DataType.DT_FLOAT)
+            feeds[self.input_names[0]] = x
+            x.set_tensor(ffmodel, data)
+        outputs = self.onnx_model.apply(ffmodel, feeds)
+        outputs = outputs if isinstance(outputs, list) else [outputs]
+        if ffmodel is not None and ffmodel.get_layers():
+            ffmodel.compile(comp_mode=CompMode.INFERENCE)
+            ffmodel.forward(training=False)
+        return [o.get_tensor(ffmodel) if isinstance(o, Tensor) else np.asarray(o)
+                for o in outputs]
+
+
+def _check_data(name: str, data: np.ndarray) -> None:
+    """A FlexFlow model input is a float32 tensor with a batch dim and positive dims."""
+    if data.dtype != np.float32:
+        raise ONNXImportError(f"the data input '{name}' is {data.dtype}: FlexFlow model inputs "
+                              f"here are float32")
+    if data.ndim == 0 or 0 in data.shape:
+        raise ONNXImportError(f"the data input '{name}' has shape {list(data.shape)}: FlexFlow "
+                              f"tensors have a batch dim and no zero-size dim")
+
+
+class FlexFlowBackend(Backend):
+    @classmethod
+    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs) -> FlexFlowRep:
+        return FlexFlowRep(model)
+
+    @classmethod
+    def run_node(cls, node: onnx.NodeProto, inputs, device: str = "CPU", outputs_info=None,
+                 **kwargs):
+        """One node on `inputs` (numpy arrays, in the node's input order)."""
+        arrays = [np.asarray(x) for x in inputs]
+        graph_inputs = [onnx.helper.make_tensor_value_info(
+            name, onnx.helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+            for name, a in zip(node.input, arrays)]
+        graph_outputs = [onnx.helper.make_empty_tensor_value_info(name) for name in node.output]
+        graph = onnx.helper.make_graph([node], "node", graph_inputs, graph_outputs)
+        opset = kwargs.get("opset_version", onnx.defs.onnx_opset_version())
+        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+        return cls.prepare(model, device).run(arrays)
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        """FlexFlow picks its devices itself (CuPy where a GPU is usable); ONNX's device
+        argument selects nothing here, so only the default, CPU, is claimed."""
+        return device == "CPU"
+
+
+prepare = FlexFlowBackend.prepare
+run_model = FlexFlowBackend.run_model
+run_node = FlexFlowBackend.run_node
+supports_device = FlexFlowBackend.supports_device

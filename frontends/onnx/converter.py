@@ -1,0 +1,143 @@
+"""Walks an ONNX graph in topological order and builds the FFModel layers for it.
+
+Each value name maps to an FFModel `Tensor` or a `Const`. A node whose inputs are all constants
+is evaluated at import with ONNX's reference implementation (numpy), whatever its operator:
+that folds the Shape -> Gather -> Concat -> Reshape chains exporters emit, and weight
+preprocessing. Every other node goes to the handler registered for its operator, which builds
+layers through the public FFModel API. Weights are assigned with `Parameter.set_weights` as the
+layers are built; compile() then creates the weights with those values.
+
+`check_graph` runs the same walk without building anything, to report an unsupported operator or
+attribute before any layer exists.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+from flexflow.core import DataType, ShapeError, Tensor
+
+from . import layout_ops, math_ops, nn_ops  # noqa: F401  (register the handlers)
+from .loader import GraphInfo
+from .node import Node
+from .registry import check_node
+from .values import Const, Value
+
+# Operators never evaluated at import even on constant inputs: their result is random.
+RANDOM_OPS = {"Dropout", "RandomNormal", "RandomNormalLike", "RandomUniform",
+              "RandomUniformLike", "Multinomial", "Bernoulli"}
+# Operators whose result is a constant whatever their input (shapes are static here).
+SHAPE_OPS = {"Shape", "Size"}
+
+
+def nodes_of(info: GraphInfo) -> list[Node]:
+    wanted = {name for node in info.nodes for name in node.input if name}
+    wanted |= {output.name for output in info.outputs}
+    return [Node(proto, info.opset, info.source, wanted) for proto in info.nodes]
+
+
+def folds(node: Node, constant: list[bool]) -> bool:
+    """Whether `node` is evaluated at import, given which of its inputs are constants."""
+    if node.op_type in RANDOM_OPS or node.domain not in ("", "ai.onnx"):
+        return False
+    return all(constant) and (bool(constant) or node.op_type == "Constant")
+
+
+def check_graph(info: GraphInfo, constant_inputs=()) -> None:
+    """Raise for the first node whose operator or attributes are unsupported, assuming the graph
+    inputs named in `constant_inputs` are given as arrays and the others as tensors."""
+    constant = set(info.initializers) | set(constant_inputs)
+    for node in nodes_of(info):
+        present = [name for name in node.inputs if name]
+        if folds(node, [name in constant for name in present]) or node.op_type in SHAPE_OPS:
+            constant.update(node.outputs)
+        else:
+            check_node(node)
+
+
+class Converter:
+    def __init__(self, ffmodel, info: GraphInfo):
+        self.ffmodel = ffmodel
+        self.info = info
+        self.symbols: dict[str, Value] = {}
+        self._materialized: dict[str, Tensor] = {}
+
+    # ---- the walk ---------------------------------------------------------------------------
+    def run(self, feeds: dict[str, Value]) -> list[Value]:
+        for name, array in self.info.initializers.items():
+            self.symbols[name] = Const(array, array.dtype.kind == "f", name)
+        self.symbols.update(feeds)
+        for node in nodes_of(self.info):
+            inputs = [self.symbols[name] if name else None for name in node.inputs]
+            present = [x for x in inputs if x is not None]
+            if folds(node, [isinstance(x, Const) for x in present]):
+                outputs = self._fold(node, inputs)
+            else:
+                rule = check_node(node)
+                try:
+                    outputs = rule.handler(self, node, inputs)
+                except ShapeError as error:
+                    raise node.error(str(error)) from None
+            for index, name in enumerate(node.outputs):
+                if index < len(outputs):
+                    self.symbols[name] = outputs[index]
+                elif node.wanted(index):
+                    raise node.error(f"output {index} ('{name}') is not supported")
+        return [self.symbols[output.name] for output in self.info.outputs]
+
+    def _fold(self, node: Node, inputs: list) -> list[Const]:
+        feeds = {name: x.value for name, x in zip(node.inputs, inputs) if x is not None}
+        # a one-node model, so the node's opset picks the operator version
+        graph = helper.make_graph(
+            [node.proto], "fold", [helper.make_empty_tensor_value_info(n) for n in feeds],
+            [helper.make_empty_tensor_value_info(n) for n in node.outputs if n])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", node.opset)])
+        try:
+            results = ReferenceEvaluator(model).run(None, feeds)
+        except Exception as error:
+            raise node.error(f"could not evaluate it on its constant inputs: {error}") from None
+        trainable = any(x is not None and x.trainable for x in inputs)
+        return [Const(np.asarray(r), trainable and np.asarray(r).dtype.kind == "f")
+                for r in results]
+
+    # ---- helpers for handlers ---------------------------------------------------------------
+    def tensor(self, value: Value, node: Node) -> Tensor:
+        """`value` as a float32 tensor of the model: a constant becomes a model constant (one
+        repeated value) or a weight layer (trainable if it came from an initializer)."""
+        if isinstance(value, Tensor):
+            if value.data_type != DataType.DT_FLOAT:
+                raise node.error(f"FlexFlow computes this operator in float32; an input is "
+                                 f"{value.data_type.name}")
+            return value
+        if value.name is not None and value.name in self._materialized:
+            return self._materialized[value.name]
+        array = value.value
+        if array.dtype.kind not in "fiub":
+            raise node.error(f"a constant input of dtype {array.dtype} cannot be a tensor")
+        array = array.astype(np.float32).reshape(array.shape or (1,))
+        if array.size == 0:
+            raise node.error(f"a constant input has zero elements (shape {array.shape})")
+        if not value.trainable and (array == array.flat[0]).all():
+            tensor = self.ffmodel.create_constant(array.shape, float(array.flat[0]),
+                                                  DataType.DT_FLOAT)
+        else:
+            tensor = self.ffmodel.create_weight(array.shape, value.trainable,
+                                                name=value.name or node.name)
+            self.load(tensor, [array])
+        if value.name is not None:
+            self._materialized[value.name] = tensor
+        return tensor
+
+    def load(self, output: Tensor, arrays) -> None:
+        """Set the weights of the layer that produced `output`, in its weight order."""
+        op = output.owner_op
+        for index, array in enumerate(arrays):
+            op.get_parameter_by_id(index).set_weights(self.ffmodel, np.asarray(array, np.float32))
+
+    def reshape(self, x: Tensor, dims, node: Node) -> Tensor:
+        dims = tuple(int(d) for d in dims)
+        if dims == tuple(x.dims):
+            return x
+        return self.ffmodel.reshape(x, dims, name=node.name)

@@ -1,0 +1,7 @@
+"""The one exception the ONNX front end raises for a model it cannot import."""
+
+
+class ONNXImportError(ValueError):
+    """A malformed file or graph, an operator or attribute value FlexFlow does not support, or
+    inputs that do not fit the graph. The message names the file, node (name and op type),
+    attribute or input concerned."""

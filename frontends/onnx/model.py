@@ -1,0 +1,116 @@
+"""`ONNXModel`: FlexFlow's ONNX importer (`flexflow.onnx.model`).
+
+    onnx_model = ONNXModel("model.onnx")              # reads and checks the whole graph
+    x = ffmodel.create_tensor([batch, 784], DataType.DT_FLOAT)
+    out = onnx_model.apply(ffmodel, {"input.1": x})   # builds the layers
+    ffmodel.compile(...)                               # creates the weights from the file's
+                                                      # initializers
+    ...train or infer as with any FFModel...
+
+`apply` returns the graph output's tensor, or a list of them (in graph order) when the graph has
+several outputs; an output that is a constant (computed from initializers and shapes only) comes
+back as a numpy array. `input_dict` maps each graph input to a tensor of `ffmodel`, or to a numpy
+array, which is then treated like an initializer (a constant of the graph).
+
+Initializers are loaded into the layers' weights: `apply` assigns them with
+`Parameter.set_weights` before compile, and compile() creates the weights with those values
+(FlexFlow ignored initializers). A graph without initializers (exported with
+`export_params=False`) gets FlexFlow's default initializers.
+
+`ONNXModel(...)` raises `ONNXImportError` for a file that is missing, truncated or not ONNX, a
+cyclic graph, a value no node produces (a missing initializer), and any operator or attribute
+value that is not supported (naming the node, the op type and the attribute, and listing the
+supported operators), all before any layer is built. FlexFlow only logged a warning for
+unsupported operators and failed later.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper
+
+from flexflow.core import Tensor
+from flexflow.type import NUMPY_DTYPE
+
+from .converter import Converter, check_graph
+from .errors import ONNXImportError
+from .loader import read_model
+from .values import Const
+
+
+class ONNXTensor:
+    """A graph input or output: its name, static dims (None where symbolic) and numpy dtype."""
+
+    def __init__(self, name: str, dims, dtype=None):
+        self.name = name
+        self.dims = list(dims)
+        self.dtype = dtype
+
+    def __repr__(self) -> str:
+        return f"ONNXTensor({self.name!r}, dims={self.dims}, dtype={self.dtype})"
+
+
+def _described(value_info) -> ONNXTensor:
+    tensor_type = value_info.type.tensor_type
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim]
+    dtype = (np.dtype(helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
+             if tensor_type.elem_type else None)
+    return ONNXTensor(value_info.name, dims, dtype)
+
+
+class ONNXModel:
+    """`filename` is a path or an `onnx.ModelProto`. `constant_inputs` (ours) names graph inputs
+    that `apply` will be given as numpy arrays, so the up-front check knows they are constants."""
+
+    def __init__(self, filename, *, constant_inputs=()):
+        self.graph = read_model(filename)
+        self.model = self.graph.model
+        self.inputs = {name: _described(v) for name, v in self.graph.inputs.items()}
+        self.outputs = {v.name: _described(v) for v in self.graph.outputs}
+        self.symbol_table: dict = {}
+        check_graph(self.graph, constant_inputs)
+
+    def apply(self, ffmodel, input_dict):
+        feeds = self._feeds(input_dict)
+        check_graph(self.graph, [n for n, v in feeds.items() if isinstance(v, Const)])
+        converter = Converter(ffmodel, self.graph)
+        outputs = converter.run(feeds)
+        self.symbol_table = converter.symbols
+        results = [o.value if isinstance(o, Const) else o for o in outputs]
+        return results[0] if len(results) == 1 else results
+
+    def _feeds(self, input_dict) -> dict:
+        source = self.graph.source
+        unknown = set(input_dict) - set(self.inputs)
+        missing = [name for name in self.inputs if name not in input_dict]
+        if unknown or missing:
+            raise ONNXImportError(
+                f"{source}: input_dict must map exactly the graph inputs {list(self.inputs)}; "
+                + (f"missing {missing}" if missing else "")
+                + ("; " if missing and unknown else "")
+                + (f"not inputs of the graph: {sorted(unknown)}" if unknown else ""))
+        feeds = {}
+        for name, value in input_dict.items():
+            expected = self.inputs[name]
+            if isinstance(value, Tensor):
+                dims, dtype = tuple(value.dims), np.dtype(NUMPY_DTYPE[value.data_type])
+            else:
+                value = np.asarray(value)
+                dims, dtype = value.shape, value.dtype
+            if len(dims) != len(expected.dims) or any(
+                    e is not None and e != d for e, d in zip(expected.dims, dims)):
+                raise ONNXImportError(f"{source}: input '{name}' has dims {list(dims)}, the "
+                                      f"graph declares {expected.dims}")
+            if expected.dtype is not None and dtype != expected.dtype:
+                raise ONNXImportError(f"{source}: input '{name}' is {dtype}, the graph declares "
+                                      f"{expected.dtype}")
+            feeds[name] = value if isinstance(value, Tensor) else Const(value, False, name)
+        return feeds
+
+
+class ONNXModelKeras(ONNXModel):
+    """FlexFlow's variant for keras2onnx exports. One importer handles both here; `ffconfig` and
+    `ffmodel` are accepted for scripts that pass them."""
+
+    def __init__(self, filename, ffconfig=None, ffmodel=None):
+        super().__init__(filename)

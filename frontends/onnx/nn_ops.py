@@ -1,0 +1,274 @@
+"""Neural-network ONNX operators: matrix products, convolution, pooling, normalisation, softmax,
+dropout.
+
+Weights given as constants (initializers, or values folded from them) become the weights of the
+FFModel layer (dense, conv2d, batch_norm, layer_norm, embedding); a 1-d convolution or pooling
+runs as its 2-d form over a height of 1, and a normalisation over other ranks through a reshape to
+NCHW. Compositions, all exact: LRN = x * (bias + alpha * avg_pool(x^2 over channels))^-beta;
+BatchNormalization in training mode whose running statistics are read = the batch statistics
+written out; LayerNormalization's Mean/InvStdDev outputs likewise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flexflow.core import PoolType, Tensor
+
+from .compose import arith, matmul
+from .registry import AUTO_PAD, handles, one_of
+from .values import Const, const_float, require_const
+from .windows import Window, conv_by_taps, pool_by_taps
+
+
+# ---- matrix products ----------------------------------------------------------------------------
+def dense(cv, node, x: Tensor, kernel: np.ndarray, bias: np.ndarray | None) -> Tensor:
+    """x @ kernel.T + bias over the last dim, kernel (out, in) as FlexFlow lays it out."""
+    vector = x.num_dims == 1
+    if vector:
+        x = cv.reshape(x, (1,) + tuple(x.dims), node)
+    y = cv.ffmodel.dense(x, kernel.shape[0], use_bias=bias is not None, name=node.name)
+    cv.load(y, [kernel] if bias is None else [kernel, bias])
+    return cv.reshape(y, (kernel.shape[0],), node) if vector else y
+
+
+@handles("MatMul")
+def matmul_(cv, node, xs):
+    a, b = xs
+    if isinstance(a, Tensor) and isinstance(b, Const) and b.value.ndim == 2:
+        return [dense(cv, node, cv.tensor(a, node), b.value.T, None)]
+    return [matmul(cv, node, a, b)]
+
+
+@handles("Gemm")
+def gemm(cv, node, xs):
+    """alpha * A' @ B' + beta * C; with B a constant, a dense layer (C folded into its bias
+    when it is a row vector and alpha == 1)."""
+    a, b, c = (xs + [None])[:3]
+    alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
+    if node.attr("transA", 0):
+        a = _transposed(cv, node, a)
+    if isinstance(a, Tensor) and isinstance(b, Const):
+        kernel = b.value if node.attr("transB", 0) else b.value.T
+        bias = _row(c, kernel.shape[0]) if alpha == 1.0 else None
+        y = dense(cv, node, cv.tensor(a, node), kernel, None if bias is None else beta * bias)
+        if bias is not None:
+            return [y]
+    else:
+        b = _transposed(cv, node, b) if node.attr("transB", 0) else b
+        y = matmul(cv, node, a, b)
+    if alpha != 1.0:
+        y = cv.ffmodel.scalar_multiply(y, alpha, name=node.name)
+    if c is None:
+        return [y]
+    if isinstance(c, Const):
+        c = Const(beta * c.value, c.trainable)
+    elif beta != 1.0:
+        c = cv.ffmodel.scalar_multiply(c, beta, name=node.name)
+    return [arith(cv, node, "Add", y, c)]
+
+
+def _transposed(cv, node, x):
+    if isinstance(x, Const):
+        return Const(x.value.T, x.trainable)
+    return cv.ffmodel.transpose(cv.tensor(x, node), (1, 0), name=node.name)
+
+
+def _row(c, n: int) -> np.ndarray | None:
+    """C as a (n,) bias when it broadcasts to every row of the (m, n) product, else None."""
+    if not isinstance(c, Const) or c.value.size not in (1, n) or (
+            c.value.ndim == 2 and c.value.shape[0] != 1) or c.value.ndim > 2:
+        return None
+    return np.broadcast_to(c.value.reshape(-1), (n,))
+
+
+# ---- convolution and pooling --------------------------------------------------------------------
+def _as_2d(cv, node, x: Tensor) -> tuple[Tensor, bool]:
+    """x as NCHW: an NCL tensor gets a height of 1. Returns (tensor, was it 1-d)."""
+    if x.num_dims == 3:
+        return cv.reshape(x, tuple(x.dims[:2]) + (1, x.dims[2]), node), True
+    return x, False
+
+
+def _from_2d(cv, node, y: Tensor, one_d: bool) -> Tensor:
+    return cv.reshape(y, tuple(y.dims[:2]) + (y.dims[3],), node) if one_d else y
+
+
+def _lift(values, fill):
+    """A per-spatial-dim list for a 1-d window lifted to 2-d (height 1)."""
+    return [fill] + list(values) if len(values) == 1 else list(values)
+
+
+def _spatial(node, x: Tensor) -> None:
+    if x.num_dims < 3:
+        raise node.error(f"the input must be (N, C, spatial...), got shape {tuple(x.dims)}")
+
+
+@handles("Conv", limits={"auto_pad": AUTO_PAD})
+def conv(cv, node, xs):
+    x = cv.tensor(xs[0], node)
+    _spatial(node, x)
+    weight = require_const(xs[1], node, "the weight W")
+    bias = None if len(xs) < 3 or xs[2] is None else require_const(xs[2], node, "the bias B")
+    window = Window.of(node, x.dims[2:], weight.shape[2:])
+    groups = int(node.attr("group", 1))
+    if not window.plain:
+        return [conv_by_taps(cv, node, x, weight, bias, window, groups)]
+    x4, one_d = _as_2d(cv, node, x)
+    kernel, strides = _lift(window.kernel, 1), _lift(window.strides, 1)
+    pads = _lift(window.pads, (0, 0))
+    weight4 = weight.reshape(weight.shape[:2] + tuple(kernel))
+    y = cv.ffmodel.conv2d(x4, weight.shape[0], kernel[0], kernel[1], strides[0], strides[1],
+                          pads[0], pads[1], groups=groups, use_bias=bias is not None,
+                          name=node.name)
+    cv.load(y, [weight4] if bias is None else [weight4, bias])
+    return [_from_2d(cv, node, y, one_d)]
+
+
+@handles("MaxPool", "AveragePool", limits={"auto_pad": AUTO_PAD, "storage_order": one_of(0)})
+def pool(cv, node, xs):
+    if node.wanted(1):
+        raise node.error("the Indices output (int64) is not supported")
+    x = cv.tensor(xs[0], node)
+    _spatial(node, x)
+    window = Window.of(node, x.dims[2:], node.ints("kernel_shape"),
+                       bool(node.attr("ceil_mode", 0)))
+    is_max = node.op_type == "MaxPool"
+    include_pad = bool(node.attr("count_include_pad", 0))
+    past_padding = any(r[1] > p[1] for r, p in zip(window.reach, window.pads))
+    if not window.plain or (include_pad and not is_max and past_padding):
+        # pool2d would count the ceil_mode overhang as padding
+        return [pool_by_taps(cv, node, x, window, is_max, include_pad)]
+    x4, one_d = _as_2d(cv, node, x)
+    kernel, strides = _lift(window.kernel, 1), _lift(window.strides, 1)
+    pads = _lift([(before, max(after, reach)) for (before, after), (_, reach)
+                  in zip(window.pads, window.reach)], (0, 0))
+    y = cv.ffmodel.pool2d(x4, kernel[0], kernel[1], strides[0], strides[1], pads[0], pads[1],
+                          PoolType.POOL_MAX if is_max else PoolType.POOL_AVG, name=node.name,
+                          count_include_pad=include_pad)
+    return [_from_2d(cv, node, y, one_d)]
+
+
+@handles("GlobalAveragePool")
+def global_average_pool(cv, node, xs):
+    x = cv.tensor(xs[0], node)
+    return [cv.ffmodel.mean(x, list(range(2, x.num_dims)), True, name=node.name)]
+
+
+@handles("GlobalMaxPool")
+def global_max_pool(cv, node, xs):
+    x = cv.tensor(xs[0], node)
+    n, c = x.dims[:2]
+    area = int(np.prod(x.dims[2:]))
+    x4 = cv.reshape(x, (n, c, 1, area), node)
+    y = cv.ffmodel.pool2d(x4, 1, area, 1, 1, 0, 0, PoolType.POOL_MAX, name=node.name)
+    return [cv.reshape(y, (n, c) + (1,) * (x.num_dims - 2), node)]
+
+
+@handles("LRN")
+def lrn(cv, node, xs):
+    """y = x / (bias + alpha / size * sum of x^2 over a window of `size` channels)^beta; the
+    window sum is size * an average pool over the channels (count_include_pad)."""
+    ff, x = cv.ffmodel, cv.tensor(xs[0], node)
+    size = int(node.attr("size"))
+    alpha, beta = float(node.attr("alpha", 1e-4)), float(node.attr("beta", 0.75))
+    bias = float(node.attr("bias", 1.0))
+    n, c = x.dims[:2]
+    area = int(np.prod(x.dims[2:]))
+    squares = cv.reshape(ff.multiply(x, x, name=node.name), (n, 1, c, area), node)
+    before = (size - 1) // 2
+    mean = ff.pool2d(squares, size, 1, 1, 1, (before, size - 1 - before), 0, PoolType.POOL_AVG,
+                     name=node.name, count_include_pad=True)
+    base = ff.scalar_add(ff.scalar_multiply(mean, alpha, name=node.name), bias, name=node.name)
+    scale = cv.reshape(ff.pow(base, -beta, name=node.name), tuple(x.dims), node)
+    return [ff.multiply(x, scale, name=node.name)]
+
+
+# ---- normalisation ------------------------------------------------------------------------------
+@handles("BatchNormalization", limits={"spatial": one_of(1)})
+def batch_norm(cv, node, xs):
+    x = cv.tensor(xs[0], node)
+    scale, bias, mean, var = (require_const(v, node, what) for v, what in
+                              zip(xs[1:5], ("scale", "B", "input_mean", "input_var")))
+    eps, momentum = float(node.attr("epsilon", 1e-5)), float(node.attr("momentum", 0.9))
+    if x.num_dims < 2:
+        raise node.error(f"the input must be at least 2-d (N, C, ...), got {tuple(x.dims)}")
+    if node.attr("training_mode", 0) and (node.wanted(1) or node.wanted(2)):
+        return _batch_norm_statistics(cv, node, x, scale, bias, mean, var, eps, momentum)
+    n, c = x.dims[:2]
+    x4 = x if x.num_dims == 4 else cv.reshape(x, (n, c, int(np.prod(x.dims[2:])), 1), node)
+    # ONNX's momentum keeps that much of the running value; FlexFlow's (PyTorch's) is 1 - that
+    y = cv.ffmodel.batch_norm(x4, relu=False, name=node.name, eps=eps, momentum=1.0 - momentum)
+    cv.load(y, [scale, bias, mean, var])
+    return [cv.reshape(y, tuple(x.dims), node)]
+
+
+def _batch_norm_statistics(cv, node, x, scale, bias, mean, var, eps, momentum):
+    """Training mode with its running statistics as outputs: normalise with the batch's mean
+    and (biased) variance and return the updated running mean and variance."""
+    ff = cv.ffmodel
+    axes = [0] + list(range(2, x.num_dims))
+    channel = (1, x.dims[1]) + (1,) * (x.num_dims - 2)
+    batch_mean = ff.mean(x, axes, True, name=node.name)
+    centred = ff.subtract(x, batch_mean, name=node.name)
+    batch_var = ff.mean(ff.multiply(centred, centred, name=node.name), axes, True,
+                        name=node.name)
+    inv_std = ff.rsqrt(ff.scalar_add(batch_var, eps, name=node.name), name=node.name)
+    y = ff.multiply(centred, inv_std, name=node.name)
+    y = arith(cv, node, "Mul", y, Const(scale.reshape(channel), True))
+    y = arith(cv, node, "Add", y, Const(bias.reshape(channel), True))
+    running = []
+    for statistic, previous in ((batch_mean, mean), (batch_var, var)):
+        flat = cv.reshape(statistic, (x.dims[1],), node)
+        kept = ff.scalar_multiply(flat, 1.0 - momentum, name=node.name)
+        running.append(arith(cv, node, "Add", kept, Const(momentum * previous)))
+    return [y] + running
+
+
+@handles("LayerNormalization")
+def layer_norm(cv, node, xs):
+    x = cv.tensor(xs[0], node)
+    rank = x.num_dims
+    axis = int(node.attr("axis", -1)) % rank
+    eps = float(node.attr("epsilon", 1e-5))
+    normalised = tuple(x.dims[axis:])
+    gamma = np.broadcast_to(require_const(xs[1], node, "the Scale input"), normalised)
+    beta = (np.zeros(normalised, np.float32) if len(xs) < 3 or xs[2] is None else
+            np.broadcast_to(require_const(xs[2], node, "the B input"), normalised))
+    axes = list(range(axis, rank))
+    y = cv.ffmodel.layer_norm(x, axes, True, eps, name=node.name)
+    cv.load(y, [gamma, beta])
+    if not (node.wanted(1) or node.wanted(2)):
+        return [y]
+    ff = cv.ffmodel
+    mean = ff.mean(x, axes, True, name=node.name)
+    centred = ff.subtract(x, mean, name=node.name)
+    var = ff.mean(ff.multiply(centred, centred, name=node.name), axes, True, name=node.name)
+    return [y, mean, ff.rsqrt(ff.scalar_add(var, eps, name=node.name), name=node.name)]
+
+
+# ---- softmax and dropout ------------------------------------------------------------------------
+@handles("Softmax", "LogSoftmax")
+def softmax(cv, node, xs):
+    """Opset 13 normalises along `axis` (default -1); earlier opsets over all dims from `axis`
+    on (default 1), i.e. along the last dim of the input flattened to 2-d there."""
+    x = cv.tensor(xs[0], node)
+    build = cv.ffmodel.softmax if node.op_type == "Softmax" else cv.ffmodel.log_softmax
+    rank = x.num_dims
+    axis = int(node.attr("axis", -1 if node.opset >= 13 else 1)) % rank
+    if node.opset >= 13 or axis == rank - 1:
+        return [build(x, axis, name=node.name)]
+    flat = cv.reshape(x, (int(np.prod(x.dims[:axis])), int(np.prod(x.dims[axis:]))), node)
+    return [cv.reshape(build(flat, -1, name=node.name), tuple(x.dims), node)]
+
+
+@handles("Dropout")
+def dropout(cv, node, xs):
+    """FlexFlow's dropout: active when the model trains, the identity in inference. (ONNX's
+    training_mode input is the exporter's mode; FlexFlow's own mode decides here.)"""
+    if node.wanted(1):
+        raise node.error("the mask output (bool) is not supported")
+    ratio = node.attr("ratio", 0.5)
+    if len(xs) > 1 and xs[1] is not None:
+        ratio = const_float(xs[1], node, "the ratio input", 0.5)
+    return [cv.ffmodel.dropout(cv.tensor(xs[0], node), float(ratio), 0, name=node.name)]
