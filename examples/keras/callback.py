@@ -1,0 +1,36 @@
+"""Callbacks: a LearningRateScheduler (0.01 in the first epoch, 0.02 after) on the functional
+CIFAR-10 CNN, plus FlexFlow's accuracy checks."""
+
+from flexflow.keras import backend as K
+from flexflow.keras.callbacks import LearningRateScheduler
+from flexflow.keras.layers import Input
+from flexflow.keras.models import Model
+from flexflow.keras.optimizers import SGD
+
+from accuracy import ModelAccuracy, accuracy_checks
+from example_data import cifar10_data, script_args
+from example_models import apply, cifar_cnn_body, cifar_cnn_head
+
+
+def schedule(epoch: int) -> float:
+    return 0.01 if epoch == 0 else 0.02
+
+
+def top_level_task():
+    args = script_args(epochs=80, image_size=32)
+    print(f"backend: {K.backend()}")
+    (x_train, y_train), (x_test, y_test) = cifar10_data(args.num_samples or 10000,
+                                                        args.image_size)
+    inputs = Input(shape=x_train.shape[1:])
+    model = Model(inputs, apply(cifar_cnn_body() + cifar_cnn_head(), inputs))
+    model.compile(optimizer=SGD(learning_rate=0.01), loss="sparse_categorical_crossentropy",
+                  metrics=["accuracy", "sparse_categorical_crossentropy"])
+    model.fit(x_train, y_train, epochs=args.epochs,
+              callbacks=[LearningRateScheduler(schedule)]
+              + accuracy_checks(args, ModelAccuracy.CIFAR10_CNN))
+    model.evaluate(x_test, y_test)
+
+
+if __name__ == "__main__":
+    print("Callbacks, CIFAR-10 CNN")
+    top_level_task()
