@@ -383,9 +383,10 @@ class Calibration:
 
 
 def calibrate(runner, calls: Sequence[KernelCall], memory: int | None = None,
-              stream=sys.stdout) -> Calibration:
+              stream=None) -> Calibration:
     """Measure (or read from the cache) what `calls` cost on each device kind of `runner`, and
-    the scheduler and links; returns the machine model."""
+    the scheduler and links; returns the machine model. Prints to `stream` (sys.stdout)."""
+    stream = stream or sys.stdout
     infos = [runner.run(d, fingerprint, runner.cpu_only) for d in range(runner.num_devices)]
     names = [kind_name(info) for info in infos]
     keys = [_digest(info) for info in infos]

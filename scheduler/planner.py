@@ -95,7 +95,7 @@ class Planner:
     """Chooses the strategy of one compile."""
 
     def __init__(self, graph: Graph, objective: Objective | None, num_devices: int, runner,
-                 options: PlanOptions, loss=None, optimizer=None, stream=sys.stdout):
+                 options: PlanOptions, loss=None, optimizer=None, stream=None):
         self.graph = graph
         self.objective = objective
         self.num_devices = num_devices
@@ -103,7 +103,7 @@ class Planner:
         self.options = options
         self.loss = loss
         self.optimizer = optimizer
-        self.stream = stream
+        self.stream = stream or sys.stdout
         self.simulator: Simulator | None = None
 
     def _machine(self, configs: dict[int, list]) -> MachineModel:

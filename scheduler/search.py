@@ -112,10 +112,11 @@ def one_weird_trick(graph: Graph, num_devices: int) -> dict[str, ParallelConfig]
 
 
 def search(simulator: Simulator, options: SearchOptions, imported: Strategy | None = None,
-           stream=sys.stdout, observer: Callable[[float, float], None] | None = None
+           stream=None, observer: Callable[[float, float], None] | None = None
            ) -> SearchResult:
     """FlexFlow's MCMC over strategies; prints its lines to `stream`. `observer(current_ms,
     best_ms)` is called after each proposal is judged (for plots of the search)."""
+    stream = stream or sys.stdout
     graph = simulator.graph
     num_devices = simulator.num_devices
     space = SearchSpace(graph, num_devices, options)
@@ -164,8 +165,9 @@ def search(simulator: Simulator, options: SearchOptions, imported: Strategy | No
     return SearchResult(best, best_cost, scores, options.budget + 1, seconds)
 
 
-def print_strategy(graph: Graph, strategy: Strategy, stream=sys.stdout) -> None:
+def print_strategy(graph: Graph, strategy: Strategy, stream=None) -> None:
     """FlexFlow's best-strategy block; dims in FlexFlow's (reversed) order."""
+    stream = stream or sys.stdout
     print(BEST_HEADER, file=stream)
     for layer in graph.layers:
         config = strategy[layer.name]

@@ -1,0 +1,98 @@
+"""The simulator on hand-made task graphs whose iteration times are worked out by hand.
+
+Machine: kernels and copies free (huge peak and bandwidth), 0.5 ms per fused task, 1 ms per
+action, 2 ms per dependent hop, 3 ms per iteration, links of 0.1 ms + 1000 bytes/ms."""
+
+import pytest
+
+from flexflow.ops.box import Box
+from flexflow.ops.graph import Graph
+from flexflow.ops.spec import TensorSpec
+from flexflow.scheduler import actions as A
+from flexflow.scheduler.machine import DeviceKind, Hop, MachineModel, Overheads
+from flexflow.scheduler.simulator import Simulation, Simulator, check_memory
+from flexflow.scheduler.strategy import StrategyError
+from flexflow.scheduler.taskgraph import Task, TaskGraph
+
+FREE = DeviceKind("free", 1 << 30, 1e30, 1e30)
+OVERHEADS = Overheads(task=0.5, action=1.0, hop=2.0, iteration=3.0)
+
+
+def machine(devices: int, shared_link: bool = False, cores: int | None = None) -> MachineModel:
+    routes = {(s, d): (Hop(("nic",) if shared_link else (f"l{s}{d}",), 0.1, 1000.0),)
+              for s in range(devices) for d in range(devices) if s != d}
+    host = tuple((Hop(("client",), 0.1, 1000.0),) for _ in range(devices))
+    return MachineModel({"free": FREE}, ("free",) * devices, (0,) * devices, routes, host,
+                        OVERHEADS, cores)
+
+
+def graph_with(*shapes) -> Graph:
+    graph = Graph()
+    for shape in shapes:
+        graph.add_input(TensorSpec(shape))
+    return graph
+
+
+def simulate(graph, tasks, devices, **kwargs):
+    simulator = Simulator(graph, None, machine(devices, **kwargs))
+    return simulator.simulate_taskgraph(TaskGraph(list(tasks)))
+
+
+def send(tensor, elements, dst):
+    return A.Send(tensor, Box(((0, elements),)), dst, False)
+
+
+def test_chain_across_devices_waits_for_hops_and_transfers():
+    # d0: a, b (sends 1000 bytes to d1) | d1: c | d0: d  ->  three fused tasks in a chain
+    tasks = [Task("a", 0, "forward", A.Receive()),
+             Task("b", 0, "forward", send(0, 250, 1), ("a",)),
+             Task("c", 1, "forward", A.Receive(), ("b",)),
+             Task("d", 0, "forward", A.Receive(), ("c",))]
+    sim = simulate(graph_with((250,)), tasks, 2)
+    # group 1: dispatched at 2, runs 0.5 + 1 + 1 -> ends 4.5
+    # group 2: dispatched 4.5 + 2, fetches 1000 bytes (0.1 + 1) -> runs 7.6 .. 9.1
+    # group 3: dispatched 9.1 + 2, fetches an empty output (0.1) -> runs 11.2 .. 12.7
+    assert [p.device for p in sim.plans] == [0, 1, 0]
+    assert sim.ends == pytest.approx([4.5, 9.1, 12.7])
+    assert sim.time == pytest.approx(12.7 + 3.0)
+
+
+def test_a_shared_link_serves_transfers_first_come_first_served():
+    # d0 sends 1000 bytes to each of d1 and d2: one output of 2000 bytes, which each fetches
+    tasks = [Task("a", 0, "forward", send(0, 250, 1)),
+             Task("b", 0, "forward", send(0, 250, 2)),
+             Task("c", 1, "forward", A.Receive(), ("a",)),
+             Task("d", 2, "forward", A.Receive(), ("b",))]
+    dedicated = simulate(graph_with((250,)), tasks, 3)
+    shared = simulate(graph_with((250,)), tasks, 3, shared_link=True)
+    # d0 runs 2 .. 4.5; both fetches start at 6.5 and take 2.1 ms
+    assert dedicated.ends[1:] == pytest.approx([8.6 + 1.5, 8.6 + 1.5])
+    # on one link the second waits for the first: 6.5 .. 8.6, then 8.6 .. 10.7
+    assert shared.ends[1:] == pytest.approx([8.6 + 1.5, 10.7 + 1.5])
+    assert shared.time == pytest.approx(12.2 + 3.0)
+
+
+def test_devices_sharing_one_core_run_one_at_a_time():
+    tasks = [Task("a", 0, "forward", A.Receive()), Task("b", 1, "forward", A.Receive())]
+    free = simulate(graph_with((1,)), tasks, 2)
+    one_core = simulate(graph_with((1,)), tasks, 2, cores=1)
+    assert free.ends == pytest.approx([3.5, 3.5])
+    assert one_core.ends == pytest.approx([3.5, 5.0])
+
+
+def test_loaded_batches_come_over_the_clients_route():
+    graph = graph_with((1000,))  # 4000 bytes, shipped whole with the task that loads it
+    tasks = [Task("load", 0, "forward", A.Load(0, Box(((0, 500),))))]
+    sim = simulate(graph, tasks, 1)
+    # dispatched at 2, the batch arrives 0.1 + 4 ms later, then 0.5 + 1 ms of work
+    assert sim.ends == pytest.approx([2 + 4.1 + 1.5])
+
+
+def test_memory_over_capacity_is_penalised_and_reported():
+    fits = Simulation(10.0, [1 << 20, 2 << 20], [4 << 20, 4 << 20])
+    over = Simulation(10.0, [6 << 20, 2 << 20], [4 << 20, 4 << 20])
+    assert fits.cost == 10.0 and fits.over == []
+    assert over.penalty == pytest.approx((2 << 20) / 1e6)  # FlexFlow: 1 ms per MB over
+    check_memory(fits, "the strategy")
+    with pytest.raises(StrategyError, match=r"device 0 needs 6\.0 MB, has 4\.0 MB"):
+        check_memory(over, "the imported strategy")
