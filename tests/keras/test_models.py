@@ -8,7 +8,8 @@ import pytest
 from flexflow.core import AdamOptimizer, SGDOptimizer
 from flexflow.keras import initializers, losses, metrics, optimizers
 from flexflow.keras.layers import (Activation, Add, BatchNormalization, Concatenate, Conv2D,
-                                   Dense, Flatten, Input, MaxPooling2D, Reshape)
+                                   Dense, Dropout, Embedding, Flatten, Input, MaxPooling2D,
+                                   Reshape)
 from flexflow.keras.models import Model, Sequential
 
 B = 8
@@ -202,3 +203,26 @@ def test_model_weights_round_trip_and_set_weights_checks():
         model.layers[0].set_weights(model.ffmodel, weights[0])
     with pytest.raises(ValueError, match="no weights in any compiled model"):
         Dense(3).get_weights()
+
+
+def test_what_was_broken_upstream_works():
+    """FlexFlow r22.07's BatchNormalization, Embedding (initializer), Dropout(seed=...),
+    RandomNormal, Concatenate(name=...) and string optimizers failed; here they work."""
+    inp = Input((2, 4, 4))
+    t = BatchNormalization()(inp)
+    t = Flatten()(t)
+    t = Concatenate(axis=1, name="joined")([t, Dense(4)(t)])
+    model = Model(inp, Dense(3, activation="softmax")(t))
+    model.compile("adam", "sparse_categorical_crossentropy")
+    assert model.get_layer(name="joined").layer_type == "Concatenate"
+    assert model.get_layer(index=0).ffhandle is not None  # batch norm has weights
+
+    ids = Input((3,), dtype="int32")
+    embed = Embedding(100, 400, input_length=3)
+    seq = Model(ids, Dense(2, activation="softmax")(Dropout(0.5, seed=7)(embed(ids))))
+    seq.compile(optimizers.SGD(), "sparse_categorical_crossentropy")
+    (table,) = embed.get_weights(seq.ffmodel)
+    assert table.shape == (100, 400)
+    assert -0.05 <= table.min() < -0.049 and 0.049 < table.max() <= 0.05  # Keras's uniform
+    x = np.random.default_rng(0).integers(0, 100, (4 * B, 3)).astype(np.int32)
+    seq.fit(x, np.zeros((4 * B, 1), np.int32), verbose=0)

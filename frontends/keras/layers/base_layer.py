@@ -115,7 +115,7 @@ class Layer:
             raise ValueError(f"expects {count} input tensor(s), got {len(shapes)}")
         return shapes
 
-    # ---- FlexFlow's attributes: the latest call ----------------------------------------------------
+    # ---- FlexFlow's attributes: the latest call -------------------------------------------
     @property
     def input_tensors(self) -> list[Tensor]:
         return self.nodes[-1].inputs if self.nodes else []
@@ -135,7 +135,8 @@ class Layer:
     @property
     def input_shape(self):
         if not self.nodes:
-            return None if self._declared_input_shape is None else (None,) + self._declared_input_shape
+            declared = self._declared_input_shape
+            return None if declared is None else (None,) + declared
         return _single_or_list([t.batch_shape for t in self.input_tensors])
 
     @property
@@ -150,7 +151,7 @@ class Layer:
     def next_layers(self) -> list["Layer"]:
         return [layer for t in self.output_tensors for layer in t.to_layers]
 
-    # ---- compile ----------------------------------------------------------------------------------
+    # ---- compile ----------------------------------------------------------------------------
     def emit(self, ffmodel, inputs: list) -> list:
         """Add this layer's FFModel ops for one call on FFModel tensors `inputs`; returns the
         call's FFModel output tensors."""
@@ -168,7 +169,7 @@ class Layer:
         """(FFModel output tensors, the op holding the weights or None)."""
         raise NotImplementedError
 
-    # ---- weights ----------------------------------------------------------------------------------
+    # ---- weights ----------------------------------------------------------------------------
     def _parameters(self, ffmodel) -> list:
         op = self._ffops.get(ffmodel) if ffmodel is not None else self._latest_op()
         if op is None:
@@ -180,6 +181,12 @@ class Layer:
     def _latest_op(self):
         ops = list(self._ffops.values())
         return ops[-1] if ops else None
+
+    @property
+    def ffhandle(self):
+        """The FFModel op holding this layer's weights in the model it was last compiled into
+        (None for layers without weights or before compile)."""
+        return self._latest_op()
 
     def weight_names(self, ffmodel=None) -> list[str]:
         return [p.weight_spec.name for p in self._parameters(ffmodel)]

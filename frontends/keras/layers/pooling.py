@@ -16,8 +16,8 @@ from .base_layer import Layer
 class Pooling2D(Layer):
     input_rank = 3
 
-    def __init__(self, pool_size=(2, 2), strides=None, padding="valid", data_format=None,
-                 default_name="pool2d", pool_type=PoolType.POOL_MAX, layer_type="Pooling2D",
+    def __init__(self, pool_size=(2, 2), strides=None, padding="valid", default_name="pool2d",
+                 pool_type=PoolType.POOL_MAX, layer_type="Pooling2D", data_format=None,
                  **kwargs):
         super().__init__(default_name, layer_type, **kwargs)
         geometry.check_channels_first(data_format, self.name)
@@ -55,12 +55,12 @@ class Pooling2D(Layer):
 class MaxPooling2D(Pooling2D):
     def __init__(self, pool_size=(2, 2), strides=None, padding="valid", data_format=None,
                  **kwargs):
-        super().__init__(pool_size, strides, padding, data_format, "maxpool2d", PoolType.POOL_MAX,
-                         "MaxPooling2D", **kwargs)
+        super().__init__(pool_size, strides, padding, "maxpool2d", PoolType.POOL_MAX,
+                         "MaxPooling2D", data_format, **kwargs)
 
 
 class AveragePooling2D(Pooling2D):
     def __init__(self, pool_size=(2, 2), strides=None, padding="valid", data_format=None,
                  **kwargs):
-        super().__init__(pool_size, strides, padding, data_format, "averagepool2d",
-                         PoolType.POOL_AVG, "AveragePooling2D", **kwargs)
+        super().__init__(pool_size, strides, padding, "averagepool2d", PoolType.POOL_AVG,
+                         "AveragePooling2D", data_format, **kwargs)

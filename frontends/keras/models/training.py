@@ -35,7 +35,8 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
     train, val = _with_validation(model, train, validation_split, validation_data)
     if int(validation_freq) < 1:
         raise ValueError(f"fit(): validation_freq must be a positive int, got {validation_freq}")
-    keys = model.metrics_names + ([f"val_{k}" for k in model.metrics_names] if val else [])
+    keys = model.metrics_names + ([f"val_{k}" for k in model.metrics_names]
+                                  if val is not None else [])
     steps = len(train) // batch
     history = History()
     extra = [ProgbarLogger(verbose)] if verbose else []

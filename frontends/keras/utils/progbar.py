@@ -71,7 +71,8 @@ class Progbar:
         elapsed = time.perf_counter() - self.start
         per_step = f"{1000 * elapsed / self.target:.0f}ms/step" if self.target else ""
         if self.interactive:
-            head = f"\r{self.target}/{self.target} {self._bar(self.target)} - {_duration(elapsed)} {per_step}"
+            head = (f"\r{self.target}/{self.target} {self._bar(self.target)} - "
+                    f"{_duration(elapsed)} {per_step}")
         else:
             head = f"{self.target}/{self.target} - {_duration(elapsed)} - {per_step}"
         line = f"{head}{format_values(values)}{self._rate(self.target, elapsed)}"
