@@ -45,6 +45,7 @@ from .scheduler import cluster as cluster_module
 from .scheduler import strategy_file
 from .scheduler.distributed import DaskExecutor
 from .scheduler.executor import LocalExecutor
+from .scheduler.progress import Progress
 from .scheduler.planner import Planner, PlanOptions, capacities, runner_for
 from .scheduler.search import SearchOptions
 from .scheduler.strategy import data_parallel_strategy
@@ -402,7 +403,7 @@ class FFModel:
                           self._loss, self._optimizer)
         trace = search_trace.SearchTrace() if config.search_plot_file else None
         if config.search_budget > 0:
-            strategy = planner.search(strategy, trace and trace.record)
+            strategy = self._search(planner, strategy, trace)
             what = "the searched strategy"
         self.strategy = dict(strategy or data_parallel_strategy(self.graph, num_devices))
         taskgraph = build_task_graph(self.graph, self.strategy, num_devices, objective)
@@ -468,6 +469,15 @@ class FFModel:
         if config.search_plot_file and config.search_budget <= 0:
             raise FlagError("--search-plot draws the strategy search's trace: it needs a "
                             "search (--budget N with N > 0)")
+
+    def _search(self, planner: Planner, imported, trace) -> dict:
+        """The planner's search, with a progress bar (and the trace for --search-plot)."""
+        with Progress("MCMC search", self._ffconfig.search_budget + 1) as progress:
+            def observe(current_ms: float, best_ms: float) -> None:
+                progress.update(info=f"best {best_ms:.4f} ms")
+                if trace is not None:
+                    trace.record(current_ms, best_ms)
+            return planner.search(imported, observe)
 
     def _draw_pictures(self, planner: Planner, trace) -> None:
         """--search-plot and --timeline, once the strategy is chosen."""

@@ -60,6 +60,7 @@ def test_python_test_sh_search_export_then_import(tmp_path):
     common = (*PYTHON_TEST_SH, "--epochs", "1", "-b", "16", "--num-samples", "32")
     exported = launch(EXAMPLES / "mnist_mlp.py", *common, "--search-budget", "10",
                       "--export-strategy", "strategy.txt", "-d", tmp_path, cwd=tmp_path)
+    assert "MCMC search: 11/11 (100%)" in exported.stderr  # the search's progress
     strategy = strategy_file.read(str(tmp_path / "strategy.txt"))
     assert sorted(strategy) == ["Dense_100", "Dense_101", "Dense_102", "Softmax_103"]
     imported = launch(EXAMPLES / "mnist_mlp.py", *common, "--import-strategy", "strategy.txt",

@@ -1,0 +1,125 @@
+"""Pictures and the `flexflow strategy show` command: the table matches the file (written by
+hand here, in both formats); every picture written is a valid PNG or SVG of non-trivial size
+that shows what it should (layer and device names, both strategies)."""
+
+import struct
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from flexflow import cli
+from flexflow.core import FFConfig, FFModel, SGDOptimizer
+from flexflow.plots import PlotError
+from flexflow.scheduler.strategy import StrategyError
+
+from .run import TINY_MLP, launch
+from .test_profiling import MACHINE
+
+# Dense_100 split by features over devices 0-1, Dense_101 by the batch on 1 then 0; FlexFlow's
+# text format lists degrees last dim first.
+TEXT_STRATEGY = ("3\nDense_100\n0\n2\n2\t1\t\n2\n0\t1\t\nDense_101\n0\n2\n1\t2\t\n2\n1\t0\t\n"
+                 "Softmax_102\n0\n2\n1\t2\t\n2\n0\t1\t\n")
+JSON_STRATEGY = ('{"layers": {"Softmax_102": {"degrees": [2, 1], "devices": [0, 1]}, '
+                 '"Dense_100": {"degrees": [1, 2], "devices": [0, 1]}, '
+                 '"Dense_101": {"degrees": [2, 1], "devices": [1, 0]}}}')
+TABLE = """\
+layer        degrees (batch first)  parts  devices
+Dense_100    1 x 2                  2      0-1
+Dense_101    2 x 1                  2      1,0
+Softmax_102  2 x 1                  2      0-1"""
+
+
+def assert_valid_png(path, min_bytes=5000) -> None:
+    data = path.read_bytes()
+    assert len(data) >= min_bytes, f"{path}: only {len(data)} bytes"
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width >= 200 and height >= 150
+    from matplotlib.image import imread
+
+    pixels = imread(path)
+    assert pixels.shape[:2] == (height, width)
+    assert pixels.reshape(-1, pixels.shape[-1]).std(axis=0).max() > 0.05  # not blank
+
+
+def svg_texts(path, min_bytes=5000) -> str:
+    """Parse an SVG (fails unless well-formed) and return all its text."""
+    assert path.stat().st_size >= min_bytes
+    root = ET.parse(path).getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    assert root.get("width") and root.get("height")
+    return " ".join(t for element in root.iter() for t in (element.text,) if t)
+
+
+@pytest.fixture(params=["text", "json"])
+def strategy_path(request, tmp_path):
+    path = tmp_path / ("strategy.txt" if request.param == "text" else "strategy.json")
+    path.write_text(TEXT_STRATEGY if request.param == "text" else JSON_STRATEGY)
+    return path
+
+
+def test_strategy_show_prints_the_table(strategy_path, capsys):
+    assert cli.main(["strategy", "show", str(strategy_path)]) == 0
+    assert capsys.readouterr().out.rstrip() == TABLE
+
+
+def test_device_ranges():
+    assert cli.device_ranges((0, 1, 2, 3, 6, 8, 9)) == "0-3,6,8-9"
+    assert cli.device_ranges((1, 0)) == "1,0"
+
+
+def test_strategy_show_plot_needs_the_model(strategy_path, tmp_path):
+    pytest.importorskip("matplotlib")
+    with pytest.raises(SystemExit, match="add --model SCRIPT"):
+        cli.main(["strategy", "show", str(strategy_path), "--plot", str(tmp_path / "s.png")])
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg"])
+def test_strategy_show_draws_the_layer_graph(tmp_path, suffix, capsys):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "strategy.txt"
+    path.write_text(TEXT_STRATEGY)
+    picture = tmp_path / f"graph{suffix}"
+    cli.main(["strategy", "show", str(path), "--plot", str(picture), "--model", str(TINY_MLP),
+              "-b", "8"])
+    assert f"drew {path}" in capsys.readouterr().out
+    if suffix == ".png":
+        assert_valid_png(picture)
+    else:
+        texts = svg_texts(picture)
+        for name in ("Dense_100", "Dense_101", "Softmax_102", "device 0", "device 1", "1x2"):
+            assert name in texts
+
+
+def test_strategy_that_does_not_fit_the_model_is_rejected(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "other.txt"
+    path.write_text(TEXT_STRATEGY.replace("Dense_101", "Conv2D_101"))
+    with pytest.raises(StrategyError, match="other.txt"):
+        cli.main(["strategy", "show", str(path), "--plot", str(tmp_path / "s.png"), "--model",
+                  str(TINY_MLP), "-b", "8"])
+
+
+def test_search_plot_and_timeline(tmp_path):
+    pytest.importorskip("matplotlib")
+    (tmp_path / "machine.txt").write_text(MACHINE)
+    (tmp_path / "strategy.txt").write_text(TEXT_STRATEGY)  # a candidate besides data parallel
+    result = launch(TINY_MLP, "-ll:py", "1", "-ll:gpu", "2", "--in-process", "-b", "8",
+                    "--budget", "50", "--enable-parameter-parallel", "--machine-model-version",
+                    "1", "--machine-model-file", "machine.txt", "--search-plot", "search.png",
+                    "--timeline", "timeline.svg", "--import", "strategy.txt", cwd=tmp_path)
+    assert "Search trace drawn in search.png" in result.stdout
+    assert_valid_png(tmp_path / "search.png")
+    texts = svg_texts(tmp_path / "timeline.svg")
+    for label in ("device 0", "device 1", "the strategy used", "data parallel", "forward",
+                  "backward", "ms per iteration"):
+        assert label in texts
+
+
+@pytest.mark.parametrize("flag", ["--timeline", "--search-plot"])
+def test_picture_flags_are_checked_before_any_work(flag, tmp_path):
+    ff = FFModel(FFConfig(argv=[flag, str(tmp_path / "picture.jpg"), "--budget", "5",
+                                "-b", "8"]))
+    ff.softmax(ff.dense(ff.create_tensor([8, 4]), 2))
+    with pytest.raises(PlotError, match=f"{flag} .*picture.jpg: pictures are written as .png"):
+        ff.compile(optimizer=SGDOptimizer(ff, 0.1))
