@@ -37,20 +37,23 @@ class BasicBlock(nn.Module):
 
 
 class ResNet18(nn.Module):
-    def __init__(self, num_classes: int = 10):
+    """`width` is the channel count of the first stage (64 in ResNet-18; each later stage
+    doubles it)."""
+
+    def __init__(self, num_classes: int = 10, width: int = 64):
         super().__init__()
-        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
-        self.bn1 = nn.BatchNorm2d(64)
+        self.conv1 = nn.Conv2d(3, width, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
         self.relu = nn.ReLU(inplace=True)
         self.maxpool = nn.MaxPool2d(3, 2, 1)
-        stages, in_channels = [], 64
-        for channels, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        stages, in_channels = [], width
+        for channels, stride in ((width, 1), (2 * width, 2), (4 * width, 2), (8 * width, 2)):
             stages.append(nn.Sequential(BasicBlock(in_channels, channels, stride),
                                         BasicBlock(channels, channels)))
             in_channels = channels
         self.layer1, self.layer2, self.layer3, self.layer4 = stages
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-        self.fc = nn.Linear(512, num_classes)
+        self.fc = nn.Linear(8 * width, num_classes)
 
     def forward(self, x):
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))

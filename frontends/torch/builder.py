@@ -292,7 +292,7 @@ class Builder:
 
     def _unary(self, node, args, params):
         x = self._tensor(node, args[0])
-        return getattr(self.ff, _UNARY[node.op_type])(input=x, name=node.name)
+        return getattr(self.ff, _UNARY[node.op_type])(x, name=node.name)
 
     def _softmax(self, node, args, params):
         """Without a dim, torch's implicit choice: dim 0 for ranks 0, 1 and 3, else dim 1 (the

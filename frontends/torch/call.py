@@ -33,7 +33,7 @@ def describe_target(node: fx.Node, module=None) -> str:
         return f"attribute '{node.target}'"
     name = getattr(node.target, "__name__", str(node.target))
     owner = getattr(node.target, "__module__", None) or "builtins"
-    return f"{owner}.{name}"
+    return f"{owner.lstrip('_')}.{name}"  # _operator.add -> operator.add
 
 
 def is_number(value) -> bool:

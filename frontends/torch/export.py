@@ -72,7 +72,7 @@ def _record_state(node: fx.Node, root: nn.Module, state: TorchState, owners: dic
         if not isinstance(value, torch.Tensor):
             return
         kind = PARAMETER if isinstance(value, nn.Parameter) and value.requires_grad else BUFFER
-        named = {kind: value.detach().cpu().numpy()}
+        named = {kind: value.detach().cpu().numpy().copy()}
     else:
         return
     if not named:

@@ -142,5 +142,5 @@ def module_state(module: nn.Module) -> dict:
     """The module's float parameters and buffers under torch's names, as float32 numpy arrays."""
     named = dict(module.named_parameters())
     named.update(module.named_buffers())
-    return {name: t.detach().cpu().float().numpy() for name, t in named.items()
+    return {name: t.detach().cpu().float().numpy().copy() for name, t in named.items()
             if t is not None and t.is_floating_point()}
