@@ -21,6 +21,9 @@ class SearchTrace:
 
 
 def draw(path: str, trace: SearchTrace, data_parallel_ms: float | None = None) -> None:
+    """The trace on a scale fitted to it; data parallelism as a line when it falls in that
+    range, else named in the title (it is often several times slower than what the search
+    explores)."""
     if not trace.best:
         raise ValueError("the search trace is empty: no proposal was recorded")
     figure = new_figure(7, 3.2)
@@ -29,13 +32,20 @@ def draw(path: str, trace: SearchTrace, data_parallel_ms: float | None = None) -
     ax.plot(proposals, trace.current, color="#9ecae1", linewidth=0.8, label="current strategy")
     ax.step(proposals, trace.best, where="post", color="#08519c", linewidth=1.8,
             label="best strategy")
+    low, high = min(trace.best), max(trace.current)
+    margin = 0.05 * (high - low) or 0.05 * high
+    title = f"MCMC search: {len(trace.best)} proposals, best {trace.best[-1]:.2f} ms"
     if data_parallel_ms is not None:
-        ax.axhline(data_parallel_ms, color="#d62728", linestyle="--", linewidth=1,
-                   label=f"data parallel ({data_parallel_ms:.2f} ms)")
+        if data_parallel_ms <= high + margin:
+            high = max(high, data_parallel_ms)
+            ax.axhline(data_parallel_ms, color="#d62728", linestyle="--", linewidth=1,
+                       label=f"data parallel ({data_parallel_ms:.2f} ms)")
+        else:
+            title += f" (data parallel: {data_parallel_ms:.2f} ms, above the chart)"
+    ax.set_ylim(low - margin, high + margin)
     ax.set_xlabel("proposal")
     ax.set_ylabel("simulated iteration time (ms)")
-    ax.set_title(f"MCMC search: {len(trace.best)} proposals, best {trace.best[-1]:.2f} ms",
-                 fontsize=10)
+    ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     save(figure, path)
