@@ -90,7 +90,8 @@ class DaskExecutor(Executor):
                 key=f"{group.name}-{self.model_id}-{iteration}",
                 workers=worker, allow_other_workers=False, pure=False)
             started.add(group.device)
-            if any(t.phase == "loss" for t in group.tasks):
+            if any(t.phase == "loss" or getattr(t.action, "sends_metrics", False)
+                   for t in group.tasks):  # (the latter: flexflow.profiling's timed actions)
                 metrics.append(self.client.submit(
                     _metrics_of, futures[group.name], workers=worker, pure=False,
                     key=f"metrics-{group.name}-{self.model_id}-{iteration}"))
