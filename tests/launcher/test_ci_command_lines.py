@@ -26,15 +26,12 @@ def batches(result) -> list[int]:
     return [int(seen) for _, seen in METRICS.findall(result.stderr)]
 
 
-@pytest.mark.parametrize("script, args, steps", [
-    # tests/multi_gpu_tests.sh: flexflow_python <script> <runtime flags> -b GPUS*64 [--epochs N]
-    ("print_layers.py", ("--epochs", "5", "-b", "16", "--num-samples", "32"), 10),
-    ("split.py", ("-b", "16", "--num-samples", "32"), 2),
-    ("mnist_cnn.py", ("--epochs", "2", "-b", "16", "--num-samples", "32"), 4),
-])
-def test_multi_gpu_tests_lines(script, args, steps, tmp_path):
-    result = run(script, *MULTI_GPU_TESTS, *args, data=tmp_path)
-    assert len(batches(result)) >= steps
+def test_multi_gpu_tests_line(tmp_path):
+    """tests/multi_gpu_tests.sh: flexflow_python <script> <runtime flags> -b GPUS*64 [--epochs N]
+    (every native script it lists runs in tests/examples; here the command line matters)."""
+    result = run("print_layers.py", *MULTI_GPU_TESTS, "--epochs", "5", "-b", "16",
+                 "--num-samples", "32", data=tmp_path)
+    assert batches(result)[:10] == [16, 32] * 5
 
 
 def test_multi_gpu_tests_line_with_two_devices(tmp_path):

@@ -13,6 +13,7 @@ from flexflow import report
 
 from ..parallel.cluster import loopback_cluster
 from .run import TINY_MLP, launch, step_losses
+from .test_profiling import MACHINE
 
 # the executor's task keys: <first task, e.g. Dense_100-forward or input0-load-d0>-d<device>e<epoch>
 # -<model id>-<iteration>
@@ -32,6 +33,24 @@ def test_loopback_cluster_trains_like_the_in_process_run(scheduler_address):
     assert f"Connected to Dask scheduler {scheduler_address}" in remote.stdout
     np.testing.assert_allclose(step_losses(remote), step_losses(local), rtol=1e-5)
     assert len(step_losses(remote)) == 5
+
+
+def test_profiling_gathers_every_device_s_times(scheduler_address, tmp_path):
+    """Under a strategy that is not data parallel, some fused tasks hold no loss; their timings
+    must reach the client too."""
+    strategy = tmp_path / "strategy.json"
+    strategy.write_text('{"layers": {"Dense_100": {"degrees": [1, 2], "devices": [0, 1]}, '
+                        '"Dense_101": {"degrees": [2, 1], "devices": [1, 0]}, '
+                        '"Softmax_102": {"degrees": [2, 1], "devices": [0, 1]}}}')
+    machine = tmp_path / "machine.txt"  # (predicting on it spares the cluster calibration)
+    machine.write_text(MACHINE)
+    result = launch(TINY_MLP, "-ll:gpu", "2", "-b", "8", "--scheduler", scheduler_address,
+                    "--import", strategy, "--profiling", "--machine-model-file", machine)
+    table = result.stdout[result.stdout.index("[Profiling]"):].splitlines()[2:]
+    measured = {line.split()[0]: line.split()[2:] for line in table}
+    for name in ("Dense_100", "Dense_101"):
+        forward, _, backward, _ = measured[name]
+        assert float(forward) > 0 and float(backward) > 0, (name, measured[name])
 
 
 class _Tags(HTMLParser):
