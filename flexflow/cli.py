@@ -63,7 +63,7 @@ class _Compiled(Exception):
 
 def compiled_model(script: str, args: Sequence[str]):
     """Run `script` with `args` through the launcher until its first compile(); its FFModel."""
-    from . import launcher
+    from . import config, launcher
     from .model import FFModel
 
     original = FFModel.compile
@@ -81,6 +81,7 @@ def compiled_model(script: str, args: Sequence[str]):
     finally:
         FFModel.compile = original
         sys.argv[:], sys.path[:] = saved_argv, saved_path
+        config.set_runtime_args([])
     raise SystemExit(f"flexflow: {script} finished without compiling a model")
 
 

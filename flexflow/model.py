@@ -477,7 +477,11 @@ class FFModel:
                 progress.update(info=f"best {best_ms:.4f} ms")
                 if trace is not None:
                     trace.record(current_ms, best_ms)
-            return planner.search(imported, observe)
+            stream, planner.stream = planner.stream, progress.around(planner.stream)
+            try:
+                return planner.search(imported, observe)
+            finally:
+                planner.stream = stream
 
     def _draw_pictures(self, planner: Planner, trace) -> None:
         """--search-plot and --timeline, once the strategy is chosen."""

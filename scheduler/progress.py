@@ -6,6 +6,8 @@ lines otherwise (logs, CI, pipes), so neither floods its output.
             progress.update(info=f"best {best:.3f} ms")   # one step done
     # or progress.update(done=k) to set the count; close() (or the with block) ends it
 
+Text printed while a bar is drawn should go through `progress.around(stream)`, which takes the
+bar off its line first (it comes back at the next update), so the two never share a line.
 `FLEXFLOW_PROGRESS=bar|lines|off` overrides the choice.
 """
 
@@ -39,7 +41,8 @@ class Progress:
         self._started = time.perf_counter()
         self._drawn_at = 0.0
         self._next_line = 1
-        self._shown: tuple[int, str] | None = None  # (done, info) last written
+        self._shown: tuple[int, str] | None = None  # (done, info) on the line now
+        self._final_shown: tuple[int, str] | None = None  # the finished state, once written
         self._closed = False
 
     def __enter__(self) -> "Progress":
@@ -65,22 +68,36 @@ class Progress:
                 self._next_line += 1
             self._show(self._line() + "\n")
 
+    def around(self, stream) -> "_AroundBar":
+        """`stream` for text printed while the bar is drawn (see the module docstring)."""
+        return _AroundBar(stream, self)
+
+    def clear(self) -> None:
+        """Take a drawn bar off its line; the next update draws it again."""
+        if self.mode == "bar" and self._shown is not None and not self._closed:
+            self._write("\r\x1b[K")
+            self._shown = None
+            self._drawn_at = 0.0
+
     def close(self, info: str = "") -> None:
-        """Finish: show the final state unless it is shown already (and end the bar's line)."""
+        """Finish: show the final state unless it was shown (and end the bar's line)."""
         if self._closed:
             return
-        self._closed = True
         if info:
             self.info = info
         if self.mode == "bar":
-            if (self.done, self.info) != self._shown:
+            if (self.done, self.info) not in (self._shown, self._final_shown):
                 self._show("\r" + self._bar() + "\x1b[K")
-            self._write("\n")
+            if self._shown is not None:  # a bar is on the line
+                self._write("\n")
         elif self.mode == "lines" and (self.done, self.info) != self._shown:
             self._show(self._line() + "\n")
+        self._closed = True
 
     def _show(self, text: str) -> None:
         self._shown = (self.done, self.info)
+        if self.done == self.total:
+            self._final_shown = self._shown
         self._write(text)
 
     # ---- text -----------------------------------------------------------------------------------
@@ -108,3 +125,18 @@ class Progress:
     def _write(self, text: str) -> None:
         self.stream.write(text)
         self.stream.flush()
+
+
+class _AroundBar:
+    """A text stream that clears the progress bar before writing."""
+
+    def __init__(self, stream, progress: Progress):
+        self._stream = stream
+        self._progress = progress
+
+    def write(self, text: str) -> int:
+        self._progress.clear()
+        return self._stream.write(text)
+
+    def __getattr__(self, name):  # flush, isatty, ...
+        return getattr(self._stream, name)

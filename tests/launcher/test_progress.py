@@ -53,3 +53,25 @@ def test_environment_override(monkeypatch, mode, expect):
     monkeypatch.setenv("FLEXFLOW_PROGRESS", mode)
     text = run(Terminal())
     assert expect in text and (expect or text == "")
+
+
+def test_text_printed_during_a_bar_gets_its_own_line():
+    terminal = Terminal()
+    with Progress("MCMC search", 4, stream=terminal) as progress:
+        text = progress.around(terminal)
+        progress.update()
+        print("iteration(1) current_strategy(2.0) best_strategy(1.0)", file=text)
+        progress.update(3)
+    lines = terminal.getvalue().split("\n")
+    # the bar is erased before the text and drawn again after it
+    assert lines[0].endswith("\r\x1b[Kiteration(1) current_strategy(2.0) best_strategy(1.0)")
+    assert lines[1].startswith("\rMCMC search [") and "4/4 (100%)" in lines[1]
+    assert lines[2:] == [""]
+
+
+def test_a_finished_bar_erased_by_later_text_is_not_drawn_again():
+    terminal = Terminal()
+    with Progress("MCMC search", 2, stream=terminal) as progress:
+        progress.update(2)
+        print("MCMC search: 2 proposals", file=progress.around(terminal))
+    assert terminal.getvalue().endswith("\r\x1b[KMCMC search: 2 proposals\n")
