@@ -86,8 +86,8 @@ class Builder:
         return outputs
 
     def _check(self, nodes: list[IRNode], input_tensors) -> None:
-        """Before building anything: inputs match, every reference is to an earlier node, one
-        output node."""
+        """Before building anything: inputs match, every op type can be built, every reference is
+        to an earlier node, one output node."""
         wanted = [n.name for n in nodes if n.op_type == OpType.INPUT]
         tensors = list(input_tensors)
         if len(tensors) != len(wanted):
@@ -101,6 +101,8 @@ class Builder:
             raise ConversionError("the model must have exactly one OUTPUT node")
         seen: set[str] = set()
         for node in nodes:
+            if node.op_type != OpType.INPUT:
+                self._op(node)  # raises for op types that cannot be built
             refs = [p.name for p in node.params if isinstance(p, Ref)]
             for name in list(node.inputs) + refs:
                 if name not in seen:
@@ -143,8 +145,8 @@ class Builder:
         return self.weight_ops[owner]
 
     def _weights(self, node: IRNode, output: Tensor) -> Tensor:
-        """Record the layer of `output` as the weight holder of `node`, and queue the node's torch
-        weights for it (a node sharing an earlier node's weights has none of its own)."""
+        """Record the layer of `output` as the weight holder of `node`, and give the layer the
+        node's torch weights (a node sharing an earlier node's weights has none of its own)."""
         op = output.owner_op
         self.weight_ops[node.name] = op
         named = self.state.tensors.get(node.name)

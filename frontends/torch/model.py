@@ -11,10 +11,10 @@ r21.x:
     outputs = PyTorchModel("mlp.ff").apply(ffmodel, [x])    # or PyTorchModel(model=model)
 
 Each returns the list of FlexFlow tensors the torch model returns. Beyond FlexFlow, the torch
-model's weights come along: `torch_to_ff` loads its parameters and buffers into the layers when
-`ffmodel.compile()` runs (compile creates and initialises the weights), and `torch_to_file` writes
-them to `<file>.npz`, which `file_to_ff` loads the same way when it is present (see weights.py).
-Without it, FlexFlow initialises the weights, as FlexFlow always did.
+model's weights come along: `torch_to_ff` gives its parameters and buffers to the layers as their
+initial values (the values `ffmodel.compile()` creates the weights with), and `torch_to_file`
+writes them to `<file>.npz`, which `file_to_ff` uses the same way when it is present (see
+weights.py). Without it, FlexFlow initialises the weights, as FlexFlow always did.
 """
 
 from __future__ import annotations

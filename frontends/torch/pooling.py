@@ -41,5 +41,5 @@ def fixed(call: Call, pool_type: PoolType, kernel, stride, padding, *, dilation=
 
 def adaptive(call: Call, pool_type: PoolType, output_size, return_indices=False):
     call.expect(not return_indices, "return_indices=True is not supported")
-    size = output_size if isinstance(output_size, int) or output_size is None else tuple(output_size)
+    size = output_size if isinstance(output_size, (int, type(None))) else tuple(output_size)
     return OpType.POOL2D, (ADAPTIVE, size, pool_type.value, NO_ACTIVATION)
