@@ -4,12 +4,14 @@ that shows what it should (layer and device names, both strategies)."""
 
 import struct
 import xml.etree.ElementTree as ET
+from types import SimpleNamespace
 
 import pytest
 
 from flexflow import cli
 from flexflow.core import FFConfig, FFModel, SGDOptimizer
-from flexflow.plots import PlotError
+from flexflow.plots import PlotError, timeline
+from flexflow.scheduler import actions as A
 from flexflow.scheduler.strategy import StrategyError
 
 from .run import TINY_MLP, launch
@@ -123,3 +125,27 @@ def test_picture_flags_are_checked_before_any_work(flag, tmp_path):
     ff.softmax(ff.dense(ff.create_tensor([8, 4]), 2))
     with pytest.raises(PlotError, match=f"{flag} .*picture.jpg: pictures are written as .png"):
         ff.compile(optimizer=SGDOptimizer(ff, 0.1))
+
+
+def hand_made_simulation():
+    """One fused task (1 ms of overhead, a forward of 2 ms, a send of 0.5 ms) on device 1 and a
+    transfer on a link (drawn when the simulator reports `transfers`)."""
+    forward = A.Forward(0, 0, (), (), ())
+    tasks = (SimpleNamespace(action=forward), SimpleNamespace(action=A.SendPartial(0, "f", 0, 1)))
+    plan = SimpleNamespace(device=1, tasks=tasks, task_ms=(2.0, 0.5))
+    return SimpleNamespace(plans=[plan], starts=[10.0], ends=[13.5], time=14.0,
+                           transfers=[("nic-out0", 13.5, 15.0)])
+
+
+def test_timeline_bars_follow_the_simulated_tasks_and_transfers():
+    bars = timeline.bars(hand_made_simulation())
+    assert [(b.row, b.start, b.end, b.phase) for b in bars] == [
+        ("device 1", 10.0, 13.5, "overhead"), ("device 1", 11.0, 13.0, "forward"),
+        ("device 1", 13.0, 13.5, "send"), ("link nic-out0", 13.5, 15.0, "transfer")]
+
+
+def test_timeline_draws_link_rows(tmp_path):
+    pytest.importorskip("matplotlib")
+    timeline.draw(str(tmp_path / "t.svg"), [("hand-made", hand_made_simulation())])
+    texts = svg_texts(tmp_path / "t.svg", min_bytes=2000)
+    assert "link nic-out0" in texts and "hand-made: 14.00 ms per iteration" in texts
