@@ -62,14 +62,14 @@ def split_runtime_flags(args: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def note_ignored(runtime: Sequence[str]) -> None:
-    """Debug-log each runtime flag FFConfig does not read."""
+    """Debug-log each runtime flag FFConfig does not read, with its value."""
     known = {name for flag in config.FLAGS for name in flag.names}
     for i, token in enumerate(runtime):
-        if is_runtime_flag(token) and token not in known:
-            value = runtime[i + 1] if i + 1 < len(runtime) and not is_runtime_flag(
-                runtime[i + 1]) else None
-            log.debug("ignoring runtime flag %s%s: it has no meaning on Dask", token,
-                      f" {value}" if value is not None else "")
+        if not is_runtime_flag(token) or token in known:
+            continue
+        value = runtime[i + 1] if i + 1 < len(runtime) and not is_runtime_flag(
+            runtime[i + 1]) else ""
+        log.debug("ignoring runtime flag %s: it has no meaning on Dask", f"{token} {value}".strip())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
