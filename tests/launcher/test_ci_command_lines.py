@@ -4,8 +4,6 @@ the runtime flags are accepted, FFConfig sees `-ll:gpu`, and each run trains and
 (HEAD's `python script.py -config-file cfg.json` form belongs to an API FlexFlow added after
 r22.07, which this project does not target.)"""
 
-import pytest
-
 from flexflow.scheduler import strategy_file
 
 from ..examples.runner import METRICS

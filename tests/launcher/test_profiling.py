@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
-import pytest
 
 from flexflow import profiling
 from flexflow.core import FFConfig, FFModel, LossType, MetricsType, SGDOptimizer
