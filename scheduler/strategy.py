@@ -50,11 +50,15 @@ Strategy = Mapping[str, ParallelConfig]  # layer name -> config
 
 
 def data_parallel_strategy(graph: Graph, num_devices: int) -> dict[str, ParallelConfig]:
-    """FlexFlow's default: every layer split along the batch over all devices."""
+    """FlexFlow's default: every layer split along the batch over all devices. A layer whose
+    dim 0 its operator cannot split (a reshape that regroups samples, a transpose that moves
+    another dim first) runs whole on device 0."""
     strategy = {}
     for layer in graph.layers:
         out = graph.tensors[layer.outputs[0]].spec
-        strategy[layer.name] = ParallelConfig.data_parallel(out.ndim, num_devices, out.shape[0])
+        splits = layer.op.dim_kinds(graph.in_specs(layer))[0] is not None
+        strategy[layer.name] = ParallelConfig.data_parallel(out.ndim, num_devices if splits else 1,
+                                                            out.shape[0])
     return strategy
 
 
