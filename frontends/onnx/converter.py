@@ -103,11 +103,12 @@ class Converter:
                 for r in results]
 
     # ---- helpers for handlers ---------------------------------------------------------------
-    def tensor(self, value: Value, node: Node) -> Tensor:
+    def tensor(self, value: Value, node: Node, any_dtype: bool = False) -> Tensor:
         """`value` as a float32 tensor of the model: a constant becomes a model constant (one
-        repeated value) or a weight layer (trainable if it came from an initializer)."""
+        repeated value) or a weight layer (trainable if it came from an initializer). With
+        `any_dtype` (operators that only move elements), a tensor may also be an integer one."""
         if isinstance(value, Tensor):
-            if value.data_type != DataType.DT_FLOAT:
+            if value.data_type != DataType.DT_FLOAT and not any_dtype:
                 raise node.error(f"FlexFlow computes this operator in float32; an input is "
                                  f"{value.data_type.name}")
             return value

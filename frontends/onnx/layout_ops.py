@@ -32,7 +32,7 @@ def _zero_size(node, dims) -> None:
 # ---- reshapes -----------------------------------------------------------------------------------
 @handles("Reshape")
 def reshape(cv, node, xs):
-    x = cv.tensor(xs[0], node)
+    x = cv.tensor(xs[0], node, any_dtype=True)
     target = node.ints("shape") or const_ints(xs[1], node, "the shape input")
     dims = [x.dims[i] if d == 0 and not node.attr("allowzero", 0) else d
             for i, d in enumerate(target)]
@@ -49,7 +49,7 @@ def reshape(cv, node, xs):
 
 @handles("Flatten")
 def flatten(cv, node, xs):
-    x = cv.tensor(xs[0], node)
+    x = cv.tensor(xs[0], node, any_dtype=True)
     rank = x.num_dims
     axis = int(node.attr("axis", 1))
     if not -rank <= axis <= rank:
@@ -63,7 +63,7 @@ def flatten(cv, node, xs):
 
 @handles("Squeeze")
 def squeeze(cv, node, xs):
-    x = cv.tensor(xs[0], node)
+    x = cv.tensor(xs[0], node, any_dtype=True)
     axes = node.ints("axes") or const_ints(xs[1] if len(xs) > 1 else None, node, "the axes")
     rank = x.num_dims
     axes = ({_axis(node, a, rank) for a in axes} if axes else
@@ -79,7 +79,7 @@ def squeeze(cv, node, xs):
 
 @handles("Unsqueeze")
 def unsqueeze(cv, node, xs):
-    x = cv.tensor(xs[0], node)
+    x = cv.tensor(xs[0], node, any_dtype=True)
     axes = node.ints("axes") or const_ints(xs[1], node, "the axes")
     rank = x.num_dims + len(axes)
     axes = {_axis(node, a, rank) for a in axes}
@@ -89,7 +89,7 @@ def unsqueeze(cv, node, xs):
 
 @handles("Transpose")
 def transpose(cv, node, xs):
-    x = cv.tensor(xs[0], node)
+    x = cv.tensor(xs[0], node, any_dtype=True)
     perm = node.ints("perm") or tuple(reversed(range(x.num_dims)))
     if perm == tuple(range(x.num_dims)):
         return [x]
@@ -102,7 +102,7 @@ def concat(cv, node, xs):
     present = [x for x in xs if x is not None and 0 not in shape(x)]
     rank = len(shape(present[0]))
     axis = _axis(node, int(node.attr("axis")), rank)
-    tensors = [cv.tensor(x, node) for x in present]
+    tensors = [cv.tensor(x, node, any_dtype=True) for x in present]
     if len(tensors) == 1:
         return tensors
     return [cv.ffmodel.concat(tensors, axis, name=node.name)]
@@ -110,7 +110,7 @@ def concat(cv, node, xs):
 
 @handles("Split")
 def split(cv, node, xs):
-    x = cv.tensor(xs[0], node)
+    x = cv.tensor(xs[0], node, any_dtype=True)
     axis = _axis(node, int(node.attr("axis", 0)), x.num_dims)
     length = x.dims[axis]
     sizes = node.ints("split") or const_ints(xs[1] if len(xs) > 1 else None, node, "split")
@@ -147,7 +147,7 @@ def gather(cv, node, xs):
     if isinstance(indices, Tensor):
         raise node.error("gathering from a tensor with indices computed by the model is not "
                          "supported (constant indices, or a constant table, are)")
-    x = cv.tensor(data, node)
+    x = cv.tensor(data, node, any_dtype=True)
     axis = _axis(node, axis, x.num_dims)
     flat = _indices(node, indices.value, x.dims[axis])
     if flat.size == 0:
@@ -177,7 +177,7 @@ def _embedding(cv, node, table: Const, indices: Tensor, axis: int) -> Tensor:
 
 @handles("Slice")
 def slice_(cv, node, xs):
-    x = cv.tensor(xs[0], node)
+    x = cv.tensor(xs[0], node, any_dtype=True)
     starts = node.ints("starts") or const_ints(xs[1], node, "starts")
     ends = node.ints("ends") or const_ints(xs[2], node, "ends")
     axes = node.ints("axes") or const_ints(xs[3] if len(xs) > 3 else None, node, "axes")

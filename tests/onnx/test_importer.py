@@ -145,9 +145,15 @@ def test_numpy_inputs_are_constants():
 
 
 def test_embedding_lookup_from_an_initializer_table():
+    """Integer indices pass through layout operators, then index the table."""
     table = randn(10, 4, seed=1)
-    proto = model([helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)],
-                  {"ids": np.zeros((BATCH, 5), np.int64)}, ["y"], {"table": table})
+    nodes = [helper.make_node("Unsqueeze", ["ids", "one"], ["ids3"]),
+             helper.make_node("Transpose", ["ids3"], ["idsT"], perm=[0, 2, 1]),
+             helper.make_node("Squeeze", ["idsT", "two"], ["ids2"]),
+             helper.make_node("Gather", ["table", "ids2"], ["y"], axis=0)]
+    proto = model(nodes, {"ids": np.zeros((BATCH, 5), np.int64)}, ["y"],
+                  {"table": table, "one": np.array([1], np.int64),
+                   "two": np.array([2], np.int64)})
     ffmodel = new_ffmodel()
     ids = ffmodel.create_tensor([BATCH, 5], DataType.DT_INT64)
     y = ONNXModel(proto).apply(ffmodel, {"ids": ids})

@@ -88,3 +88,14 @@ def test_imported_model_trains_like_torch(exported, name):
         want = torch.softmax(model.eval()(data), -1).numpy()
     np.testing.assert_allclose(ffmodel.get_last_layer().get_output_tensor().get_tensor(ffmodel),
                                want, rtol=1e-4, atol=1e-5)
+
+
+def test_imported_transformer_runs_data_parallel_on_two_devices(exported):
+    """The default strategy splits the batch where a layer can split its dim 0 (the attention's
+    reshapes regroup samples, so they run whole): same outputs as PyTorch."""
+    data = batch_of("encoder", seed=2)
+    got = ff_inference(exported("encoder", False), data.numpy(),
+                       argv=["-ll:gpu", "2", "--in-process"])
+    with torch.no_grad():
+        want = build("encoder").eval()(data).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

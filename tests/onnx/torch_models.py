@@ -121,11 +121,11 @@ def export(model: nn.Module, example: torch.Tensor, dynamo: bool) -> onnx.ModelP
     return onnx.load_from_string(buffer.getvalue())
 
 
-def imported(proto: onnx.ModelProto, batch: int, softmax: bool = False):
+def imported(proto: onnx.ModelProto, batch: int, softmax: bool = False, argv=()):
     """(ffmodel, input tensor, output tensor) for the model, not compiled yet."""
     onnx_model = ONNXModel(proto)
     (name, described), = onnx_model.inputs.items()
-    ffmodel = FFModel(FFConfig(argv=[], batch_size=batch))
+    ffmodel = FFModel(FFConfig(argv=list(argv), batch_size=batch))
     x = ffmodel.create_tensor([batch] + described.dims[1:], DataType.DT_FLOAT)
     out = onnx_model.apply(ffmodel, {name: x})
     if softmax:
@@ -133,8 +133,8 @@ def imported(proto: onnx.ModelProto, batch: int, softmax: bool = False):
     return ffmodel, x, out
 
 
-def ff_inference(proto: onnx.ModelProto, data: np.ndarray) -> np.ndarray:
-    ffmodel, x, out = imported(proto, data.shape[0])
+def ff_inference(proto: onnx.ModelProto, data: np.ndarray, argv=()) -> np.ndarray:
+    ffmodel, x, out = imported(proto, data.shape[0], argv=argv)
     ffmodel.compile(comp_mode=CompMode.INFERENCE)
     x.set_tensor(ffmodel, data)
     ffmodel.forward(training=False)
