@@ -81,7 +81,7 @@ class Converter:
                 except ShapeError as error:
                     raise node.error(str(error)) from None
             for index, name in enumerate(node.outputs):
-                if index < len(outputs):
+                if index < len(outputs) and outputs[index] is not None:
                     self.symbols[name] = outputs[index]
                 elif node.wanted(index):
                     raise node.error(f"output {index} ('{name}') is not supported")
@@ -99,8 +99,9 @@ class Converter:
         except Exception as error:
             raise node.error(f"could not evaluate it on its constant inputs: {error}") from None
         trainable = any(x is not None and x.trainable for x in inputs)
-        return [Const(np.asarray(r), trainable and np.asarray(r).dtype.kind == "f")
-                for r in results]
+        arrays = iter(np.asarray(r) for r in results)
+        return [_const(next(arrays), trainable, name) if name else None
+                for name in node.outputs]
 
     # ---- helpers for handlers ---------------------------------------------------------------
     def tensor(self, value: Value, node: Node, any_dtype: bool = False) -> Tensor:
@@ -142,3 +143,8 @@ class Converter:
         if dims == tuple(x.dims):
             return x
         return self.ffmodel.reshape(x, dims, name=node.name)
+
+
+def _const(array: np.ndarray, from_trainable: bool, name: str) -> Const:
+    """A folded value: trainable when computed from a parameter and still a float."""
+    return Const(array, from_trainable and array.dtype.kind == "f", name)
