@@ -11,6 +11,7 @@ from pathlib import Path
 from ..examples.runner import EXAMPLES, SINGLE_THREADED_BLAS
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
+KERAS_EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "keras"
 TINY_MLP = SCRIPTS / "tiny_mlp.py"
 STEP_LOSS = re.compile(r"^step (\d+) loss (\S+)$", re.MULTILINE)
 
@@ -35,4 +36,4 @@ def step_losses(result: subprocess.CompletedProcess) -> list[float]:
     return losses
 
 
-__all__ = ["EXAMPLES", "SCRIPTS", "TINY_MLP", "launch", "step_losses"]
+__all__ = ["EXAMPLES", "KERAS_EXAMPLES", "SCRIPTS", "TINY_MLP", "launch", "step_losses"]
