@@ -2,18 +2,28 @@
 
 * Kernels: every distinct kernel call the search may score (operator + partition shapes + phase,
   `costs.KernelCall`) is timed on one device of each device kind: warm-up, then repeats, median.
+  Times are stored as multiples of a reference kernel timed in the same batch, and turned back
+  into milliseconds with the reference timed now, so a cached table follows the speed a shared
+  machine has today.
 * Device kinds: a worker's kind is its hardware and software fingerprint (CPU model and cores or
   GPU name, array module, NumPy/CuPy, Python and flexflow-dask versions, BLAS threads); workers
   with one fingerprint share measurements.
-* Scheduler and links: probe task graphs run through the real executor (chains of dependent
-  fused tasks across two devices, a fused task of many no-op actions, a transfer of a few MB)
-  give the per-iteration, per-task, per-action and per-hop overheads and the bandwidth between
-  devices; raw Dask task chains give the fetch latency; submitting arrays gives the client's
-  bandwidth to a worker.
+* Cores: the reference kernel on one device and on all at once gives how many devices really
+  compute at the same time (worker processes standing in for devices share the host's cores).
+  The scheduler's overheads are CPU work as well and are rescaled by the reference like kernels.
+* Scheduler and links: probe task graphs run through the real executor, round-robin so that load
+  swings hit them alike: chains of dependent fused tasks across two devices (per-level cost),
+  rings that keep every device busy at every level, rings where each task fetches from every
+  other device, gathers to one device and spreads back (a data-parallel update's shape); the
+  scheduler's overheads (per fused task, per hop, per fetched input, per iteration, fetch
+  latency) are those with which the simulator itself reproduces these times best. A fused
+  task of many no-op actions gives the per-action overhead, a transfer of a few MB the
+  bandwidth, raw Dask task chains on one and on two workers the starting fetch latency, and
+  submitting arrays the client's bandwidth to a worker.
 
 Everything is cached on disk (`$FLEXFLOW_DASK_CACHE`, default `~/.cache/flexflow-dask`): one
-file per device kind (kernel times) and one per cluster shape (overheads, links), keyed by the
-fingerprints, so a second run of the same model on the same hardware measures nothing.
+file per device kind (kernel times) and one per cluster shape (overheads, links, cores), keyed by
+the fingerprints, so a second run of the same model on the same hardware measures nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -39,10 +50,15 @@ from .machine import GB, DeviceKind, Hop, MachineModel, Overheads
 from .taskgraph import Task, TaskGraph
 
 CACHE_ENV = "FLEXFLOW_DASK_CACHE"
+CACHE_FORMAT = 3  # kernel times as multiples of the reference kernel; reference in cluster files
 WARMUP, REPEATS, BUDGET_MS = 1, 5, 400.0  # per kernel: repeats stop early past the budget
 PROBE_BYTES = 4 << 20
 CHAIN = (1, 2, 3, 4, 6)  # lengths of the dependent-hop probes
-PROBE_RUNS = 5
+RAW_CHAIN = (1, 2, 4, 8)  # lengths of the raw Dask chains that give the fetch latency
+STAR = (1, 2, 3)  # rounds of the gather-then-spread probes
+FIT_STEPS, FIT_DELTA = 25, 0.25  # Gauss-Newton steps and finite-difference step (ms)
+PROBE_RUNS = 9  # rounds of the scheduler and link probes
+WIDE = 200  # no-op actions in the probe of per-action overhead
 LOCAL_BANDWIDTH = 1e12   # bytes per ms: in-process "transfers" pass references
 
 
@@ -167,16 +183,37 @@ def _kernel(xp, rng, call: KernelCall) -> Callable[[], Any]:
 
 
 def time_kernels(calls: Sequence[KernelCall], cpu_only: bool = False) -> list[tuple[float, int]]:
-    """(median ms, bytes of the result) of each call, on this process's device."""
+    """(median time as a multiple of `reference_ms` timed around the batch, bytes of the
+    result) of each call, on this process's device."""
     import numpy
     xp = array_module(cpu_only)
     sync = _synchronizer(xp)
     rng = numpy.random.default_rng(0)
+    before = reference_ms(cpu_only)
     out = []
     for call in calls:
         ms, result = _median_ms(_kernel(xp, rng, call), sync)
         out.append((ms, _nbytes(result) if call.phase.endswith("partial") else 0))
-    return out
+    reference = (before + reference_ms(cpu_only)) / 2
+    return [(ms / reference, nbytes) for ms, nbytes in out]
+
+
+def reference_ms(cpu_only: bool = False) -> float:
+    """A fixed mix of a matmul and a large copy: kernel times are stored as multiples of it, so
+    a cached table follows the speed the device has now (a shared machine's load changes)."""
+    import numpy
+    xp = array_module(cpu_only)
+    sync = _synchronizer(xp)
+    rng = numpy.random.default_rng(0)
+    a, b = _array(xp, rng, (256, 256), "float32"), _array(xp, rng, (256, 256), "float32")
+    src = _array(xp, rng, (PROBE_BYTES // 4,), "float32")
+    dst = xp.empty_like(src)
+
+    def mix():
+        for _ in range(8):
+            a @ b
+        xp.copyto(dst, src)
+    return _median_ms(mix, sync)[0]
 
 
 def device_speed(cpu_only: bool = False) -> tuple[float, float]:
@@ -244,6 +281,11 @@ class LocalRunner:
     def hosts(self) -> list[str]:
         return ["local"] * self.num_devices
 
+    def run_all(self, fn, *args) -> list:
+        """`fn(*args)` on every device at once; here they run one after the other, as the
+        in-process executor runs devices."""
+        return [fn(*args) for _ in range(self.num_devices)]
+
     def memory(self) -> list[int | None]:
         return [None] * self.num_devices
 
@@ -274,6 +316,12 @@ class DaskRunner:
 
     def hosts(self) -> list[str]:
         return [w.rsplit("://", 1)[-1].rsplit(":", 1)[0] for w in self.workers]
+
+    def run_all(self, fn, *args) -> list:
+        """`fn(*args)` on every device at once."""
+        return self.client.gather([
+            self.client.submit(fn, *args, workers=[w], allow_other_workers=False, pure=False)
+            for w in self.workers])
 
     def memory(self) -> list[int | None]:
         info = self.client.scheduler_info(n_workers=-1)["workers"]
@@ -321,57 +369,161 @@ def _probe_graph(devices: Sequence[int], length: int, actions: int = 1, nbytes: 
     return TaskGraph(tasks)
 
 
-def _timed_run_ms(runner, taskgraph: TaskGraph) -> float:
-    executor = runner.executor(taskgraph)
-    phases = tuple(dict.fromkeys(t.phase for t in taskgraph.tasks))
-    try:
-        executor.run(*phases)  # warm-up
-        samples = []
-        for _ in range(PROBE_RUNS):
+def _interleaved_ms(probes: dict, rounds: int) -> dict:
+    """Median ms of each probe (a callable), run round-robin `rounds` times after a warm-up
+    each, so that a slow spell of a shared machine falls on all of them alike."""
+    for probe in probes.values():
+        probe()
+    samples: dict = {name: [] for name in probes}
+    for _ in range(rounds):
+        for name, probe in probes.items():
             start = time.perf_counter()
-            executor.run(*phases)
-            samples.append((time.perf_counter() - start) * 1e3)
-    finally:
-        executor.close()
-    return statistics.median(samples)
+            probe()
+            samples[name].append((time.perf_counter() - start) * 1e3)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
-    """Least-squares slope and intercept."""
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    slope = (sum((x - mx) * (y - my) for x, y in zip(xs, ys))
-             / sum((x - mx) ** 2 for x in xs))
-    return slope, my - slope * mx
+    """Theil-Sen line (median of pairwise slopes, median intercept): robust to outliers."""
+    slope = statistics.median((ys[j] - ys[i]) / (xs[j] - xs[i])
+                              for i in range(len(xs)) for j in range(i + 1, len(xs)))
+    return slope, statistics.median(y - slope * x for x, y in zip(xs, ys))
+
+
+def _ring_graph(devices: int, length: int, fan_in: int = 1) -> TaskGraph:
+    """`length` levels of one no-op fused task per device, each waiting for the previous
+    level's tasks on the `fan_in` devices before it: every device busy at every level, fetching
+    `fan_in` inputs (fan_in = devices - 1: all to all, as a reduction or a reshard)."""
+    tasks = []
+    for level in range(length):
+        for d in range(devices):
+            first = level == 0 and d == 0
+            deps = tuple(f"ring{level - 1}-forward-{(d - j) % devices}"
+                         for j in range(1, fan_in + 1)) if level else ()
+            tasks.append(Task(f"ring{level}-forward-{d}", d, "loss" if first else "forward",
+                              Probe(metrics=True) if first else A.Receive(), deps))
+    return TaskGraph(tasks)
+
+
+def _star_graph(devices: int, rounds: int) -> TaskGraph:
+    """`rounds` x (a task on every device -> one on device 0 that needs them all -> ...), then
+    a last level on every device: the shape of a data-parallel update (gather, then spread)."""
+    tasks, previous = [], ()
+    for level in range(2 * rounds + 1):
+        spread = level % 2 == 0
+        for d in (range(devices) if spread else (0,)):
+            first = level == 0 and d == 0
+            key = f"star{level}-forward-{d}"
+            tasks.append(Task(key, d, "loss" if first else "forward",
+                              Probe(metrics=True) if first else A.Receive(), previous))
+        previous = tuple(t.key for t in tasks if t.key.startswith(f"star{level}-"))
+    return TaskGraph(tasks)
+
+
+def effective_cores(runner) -> float:
+    """How many devices' worth of work the host really runs at once: the reference kernel on
+    one device, against on all of them together."""
+    alone = statistics.median(runner.run(0, reference_ms, runner.cpu_only) for _ in range(3))
+    together = statistics.median(runner.run_all(reference_ms, runner.cpu_only))
+    return min(float(runner.num_devices), max(1.0, runner.num_devices * alone / together))
+
+
+def _probe_machine(devices: int, cores: int | None, overheads: Overheads, fetch: float,
+                   bandwidth: float) -> MachineModel:
+    kind = DeviceKind("probe", 1 << 40, 1e12, 1e12)
+    routes = {(s, d): (Hop((f"link{s}-{d}",), fetch, bandwidth),)
+              for s in range(devices) for d in range(devices) if s != d}
+    host = tuple((Hop(("client",), 0.0, LOCAL_BANDWIDTH),) for _ in range(devices))
+    return MachineModel({"probe": kind}, ("probe",) * devices, (0,) * devices, routes, host,
+                        overheads, cores)
+
+
+def fit_overheads(graphs: dict, measured: dict, devices: int, cores: int | None,
+                  action: float, bandwidth: float, start: Sequence[float]) -> list[float]:
+    """(task, hop, receive, iteration, fetch) ms that make the simulator reproduce the probe
+    graphs' measured times: relative least squares, Gauss-Newton from `start`, kept >= 0. So
+    calibration and prediction share one model of the scheduler, whatever its shape."""
+    import numpy
+    from ..ops.graph import Graph
+    from .simulator import Simulator
+
+    names = list(graphs)
+    measured_ms = numpy.array([measured[name] for name in names])
+
+    def predict(p):
+        task, hop, receive, iteration, fetch = p
+        machine = _probe_machine(devices, cores, Overheads(task, action, hop, iteration,
+                                                           receive), fetch, bandwidth)
+        simulator = Simulator(Graph(), None, machine)
+        return numpy.array([simulator.simulate_taskgraph(graphs[n]).time for n in names])
+
+    p = numpy.maximum(numpy.array(start, float), 0.0)
+    for _ in range(FIT_STEPS):
+        f = predict(p)
+        jacobian = numpy.column_stack([(predict(p + FIT_DELTA * e) - f) / FIT_DELTA
+                                       for e in numpy.eye(len(p))])
+        step = numpy.linalg.lstsq(jacobian / measured_ms[:, None],
+                                  (measured_ms - f) / measured_ms, rcond=None)[0]
+        nxt = numpy.maximum(p + step, 0.0)
+        if numpy.abs(nxt - p).max() < 1e-3:
+            return [float(v) for v in nxt]
+        p = nxt
+    return [float(v) for v in p]
 
 
 def measure_cluster(runner, stream) -> dict:
-    """Overheads (ms) and link figures of the runner's devices."""
-    pair = (0, 1) if runner.num_devices > 1 else (0,)
+    """Overheads (ms), links and effective cores of the runner's devices (one node)."""
     print("Calibrating the scheduler and links ...", file=stream, flush=True)
-    chain = [_timed_run_ms(runner, _probe_graph(pair, n)) for n in CHAIN]
-    per_hop, intercept = _fit(CHAIN, chain)
-    wide = [_timed_run_ms(runner, _probe_graph((0,), 1, m)) for m in (1, 201)]
-    action = max(0.0, (wide[1] - wide[0]) / 200)
+    n = runner.num_devices
+    remote = n > 1 and isinstance(runner, DaskRunner)
+    pair = (0, 1) if n > 1 else (0,)
+    shapes = {("chain", k): _probe_graph(pair, k) for k in CHAIN}
+    if remote:
+        shapes.update({("ring", k): _ring_graph(n, k) for k in CHAIN})
+        shapes.update({("star", k): _star_graph(n, k) for k in STAR})
+        if n > 2:
+            shapes.update({("all", k): _ring_graph(n, k, n - 1) for k in CHAIN})
+    graphs = dict(shapes, wide=_probe_graph((0,), 1, WIDE + 1))
+    if remote:
+        graphs["link"] = _probe_graph(pair, 2, nbytes=PROBE_BYTES)
+    executors = {name: runner.executor(graph) for name, graph in graphs.items()}
+    probes = {name: partial(executor.run, *dict.fromkeys(t.phase for t in graphs[name].tasks))
+              for name, executor in executors.items()}
+    if remote:
+        for k in RAW_CHAIN:
+            probes[("same", k)] = partial(runner.raw_chain_ms, (0,), k)
+            probes[("cross", k)] = partial(runner.raw_chain_ms, pair, k)
+        probes["submit"] = partial(runner.submit_ms, 0, 1)
+        probes["submit large"] = partial(runner.submit_ms, 0, PROBE_BYTES)
+    try:
+        ms = _interleaved_ms(probes, PROBE_RUNS)
+    finally:
+        for executor in executors.values():
+            executor.close()
+    per_level, intercept = _fit(CHAIN, [ms[("chain", k)] for k in CHAIN])
+    action = max(0.0, (ms["wide"] - ms[("chain", 1)]) / WIDE)
     task = group_overhead_ms(fuse(_probe_graph((0,), 1).tasks)[0])
-    fetch, bandwidth, host_latency, host_bandwidth = 0.0, LOCAL_BANDWIDTH, 0.0, LOCAL_BANDWIDTH
-    if runner.num_devices > 1 and isinstance(runner, DaskRunner):
-        same = _fit(CHAIN, [statistics.median(runner.raw_chain_ms((0,), n) for _ in range(3))
-                            for n in CHAIN])[0]
-        cross = _fit(CHAIN, [statistics.median(runner.raw_chain_ms(pair, n) for _ in range(3))
-                             for n in CHAIN])[0]
-        fetch = max(0.0, cross - same)
-        empty = _timed_run_ms(runner, _probe_graph(pair, 2))
-        full = _timed_run_ms(runner, _probe_graph(pair, 2, nbytes=PROBE_BYTES))
-        bandwidth = PROBE_BYTES / max(full - empty, 1e-3)
-        small = statistics.median(runner.submit_ms(0, 1) for _ in range(PROBE_RUNS))
-        large = statistics.median(runner.submit_ms(0, PROBE_BYTES) for _ in range(PROBE_RUNS))
-        host_bandwidth = PROBE_BYTES / max(large - small, 1e-3)
-    hop = max(0.0, per_hop - task - action - fetch)
-    iteration = max(0.0, intercept + fetch)
+    cores = 1.0 if isinstance(runner, LocalRunner) else min(
+        effective_cores(runner), float(runner.run(0, os.cpu_count) or n))
+    slots = max(1, round(cores))
+    cores_per_node = slots if slots < n else None
+    hop, receive, iteration, fetch = max(0.0, per_level - task - action), 0.0, intercept, 0.0
+    bandwidth, host_bandwidth = LOCAL_BANDWIDTH, LOCAL_BANDWIDTH
+    if remote:
+        bandwidth = PROBE_BYTES / max(ms["link"] - ms[("chain", 2)], 1e-3)
+        host_bandwidth = PROBE_BYTES / max(ms["submit large"] - ms["submit"], 1e-3)
+        same = _fit(RAW_CHAIN, [ms[("same", k)] for k in RAW_CHAIN])[0]
+        cross = _fit(RAW_CHAIN, [ms[("cross", k)] for k in RAW_CHAIN])[0]
+        fetch = max(0.0, min(cross - same, hop))
+        task, hop, receive, iteration, fetch = fit_overheads(
+            shapes, ms, n, cores_per_node, action, bandwidth,
+            (task, hop - fetch, 0.0, max(iteration, 0.0), fetch))
     return {"overheads_ms": {"task": task, "action": action, "hop": hop,
-                             "iteration": iteration},
+                             "iteration": max(0.0, iteration), "receive": receive},
+            "reference_ms": runner.run(0, reference_ms, runner.cpu_only),
+            "cores": cores_per_node, "effective_cores": cores,
             "link": {"latency_ms": fetch, "bandwidth_gbs": bandwidth / GB},
-            "host": {"latency_ms": host_latency, "bandwidth_gbs": host_bandwidth / GB}}
+            "host": {"latency_ms": 0.0, "bandwidth_gbs": host_bandwidth / GB}}
 
 
 # ---- the whole calibration ---------------------------------------------------------------------
@@ -383,45 +535,52 @@ class Calibration:
 
 
 def calibrate(runner, calls: Sequence[KernelCall], memory: int | None = None,
-              stream=None) -> Calibration:
+              stream=None, refresh_cluster: bool = False) -> Calibration:
     """Measure (or read from the cache) what `calls` cost on each device kind of `runner`, and
-    the scheduler and links; returns the machine model. Prints to `stream` (sys.stdout)."""
+    the scheduler and links (measured again when `refresh_cluster`); returns the machine model.
+    Prints to `stream` (sys.stdout)."""
     stream = stream or sys.stdout
     infos = [runner.run(d, fingerprint, runner.cpu_only) for d in range(runner.num_devices)]
     names = [kind_name(info) for info in infos]
-    keys = [_digest(info) for info in infos]
+    keys = [_digest({**info, "cache format": CACHE_FORMAT}) for info in infos]
     unique = _unique(calls)
     first_key: dict[str, str] = {}
     for i, (name, key) in enumerate(zip(names, keys)):  # one kind name per fingerprint
         if first_key.setdefault(name, key) != key:
             names[i] = f"{name} #{key[:6]}"
-    kinds, costs, partials = {}, {}, {}
+    kinds, costs, partials, now = {}, {}, {}, {}
     measured = cached = 0
     for key in dict.fromkeys(keys):
         device = keys.index(key)
         path = cache_dir() / f"kind-{key}.json"
         data = _load(path) or {"fingerprint": infos[device], "kernels": {}, "partial_bytes": {}}
+        now[key] = runner.run(device, reference_ms, runner.cpu_only)
         if "peak_gflops" not in data:
             flops, copy = runner.run(device, device_speed, runner.cpu_only)
             data["peak_gflops"], data["memory_bandwidth_gbs"] = flops / 1e6, copy / GB
+            data["speed_reference_ms"] = now[key]
         missing = [c for c in unique if c.key not in data["kernels"]]
         cached += len(unique) - len(missing)
         if missing:
             _time_missing(runner, device, names[device], missing, data, stream)
             measured += len(missing)
         _store(path, data)
-        costs[names[device]] = data["kernels"]
+        costs[names[device]] = {k: v * now[key] for k, v in data["kernels"].items()}
         partials.update(data["partial_bytes"])
-        kinds[names[device]] = (data["peak_gflops"], data["memory_bandwidth_gbs"])
+        slower = now[key] / data["speed_reference_ms"]
+        kinds[names[device]] = (data["peak_gflops"] / slower,
+                                data["memory_bandwidth_gbs"] / slower)
     hosts = runner.hosts()
     shape = {"kinds": keys, "hosts": [hosts.index(h) for h in hosts],
-             "runner": type(runner).__name__}
+             "runner": type(runner).__name__, "cache format": CACHE_FORMAT}
     path = cache_dir() / f"cluster-{_digest(shape)}.json"
-    cluster = _load(path)
+    cluster = {} if refresh_cluster else _load(path)
     if not cluster:
         cluster = measure_cluster(runner, stream)
         _store(path, {**cluster, "shape": shape})
-    machine = _model(runner, infos, names, kinds, costs, partials, cluster, memory)
+    # the scheduler's overheads are CPU work too: they follow the host's speed like kernels
+    drift = now[keys[0]] / cluster["reference_ms"]
+    machine = _model(runner, names, kinds, costs, partials, cluster, memory, drift)
     print(f"Calibration: {machine.describe()}; {len(unique)} kernel shapes, {measured} "
           f"measured, {cached} from the cache ({cache_dir()})", file=stream)
     return Calibration(machine, measured, cached)
@@ -455,7 +614,7 @@ def _time_missing(runner, device: int, name: str, missing: list[KernelCall], dat
                   f"({time.perf_counter() - started:.1f} s)", end=end, file=stream, flush=True)
 
 
-def _model(runner, infos, names, kinds, costs, partials, cluster, memory) -> MachineModel:
+def _model(runner, names, kinds, costs, partials, cluster, memory, drift) -> MachineModel:
     limits = runner.memory()
     device_memory = [memory or limit or _host_memory() for limit in limits]
     hosts = runner.hosts()
@@ -467,18 +626,14 @@ def _model(runner, infos, names, kinds, costs, partials, cluster, memory) -> Mac
                                                   if n == name),
                                         flops * 1e6, bandwidth * GB)
     link, host = cluster["link"], cluster["host"]
-    routes = {(s, d): (Hop((f"link{s}-{d}",), link["latency_ms"], link["bandwidth_gbs"] * GB),)
+    routes = {(s, d): (Hop((f"link{s}-{d}",), link["latency_ms"] * drift,
+                           link["bandwidth_gbs"] * GB),)
               for s in range(runner.num_devices) for d in range(runner.num_devices) if s != d}
     host_routes = tuple((Hop(("client",), host["latency_ms"], host["bandwidth_gbs"] * GB),)
                         for _ in range(runner.num_devices))
-    cores = None
-    if all("gpu" not in info for info in infos):
-        per_node = max(nodes.count(n) for n in set(nodes))
-        available = min(info["cores"] or per_node for info in infos)
-        cores = available if available < per_node else None
-    overheads = Overheads(**cluster["overheads_ms"])
-    return MachineModel(device_kinds, tuple(names), nodes, routes, host_routes, overheads, cores,
-                        costs, partials, name="calibrated")
+    overheads = Overheads(**{k: v * drift for k, v in cluster["overheads_ms"].items()})
+    return MachineModel(device_kinds, tuple(names), nodes, routes, host_routes, overheads,
+                        cluster["cores"], costs, partials, name="calibrated")
 
 
 def _host_memory() -> int:

@@ -39,10 +39,11 @@ class TaskCost:
 
 def describe(subject: Any) -> str:
     """A stable text for a cost key: dataclass reprs, minus references to the model."""
-    state = getattr(subject, "__getstate__", None)
-    if state is not None and type(subject).__getstate__ is not object.__getstate__:
-        fields = state()
-        return f"{type(subject).__name__}({', '.join(f'{k}={fields[k]!r}' for k in sorted(fields))})"
+    own = type(subject).__dict__.get("__getstate__")  # the class says what it pickles
+    if own is not None:
+        fields = own(subject)
+        items = ", ".join(f"{k}={fields[k]!r}" for k in sorted(fields))
+        return f"{type(subject).__name__}({items})"
     return repr(subject)
 
 

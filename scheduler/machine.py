@@ -69,6 +69,7 @@ class Overheads:
     action: float = 0.0     # per action inside a fused task
     hop: float = 0.0        # from the last dependency's end (or submission) to the task's dispatch
     iteration: float = 0.0  # per iteration: submitting the graph, waiting, gathering metrics
+    receive: float = 0.0    # per input fetched from another device, on the receiving device
 
 
 @dataclass

@@ -35,6 +35,7 @@ class PlanOptions:
     device_memory: int = 0       # bytes per device (-ll:fsize), 0: not given
     taskgraph_file: str = ""
     cpu_only: bool = False
+    refresh_cluster: bool = False  # measure the scheduler and links again, not from the cache
 
 
 def runner_for(cluster, num_devices: int, cpu_only: bool):
@@ -113,7 +114,7 @@ class Planner:
             needed = calls_for(calls, TaskGraphBuilder(self.graph, self.objective), configs,
                                self.objective)
             machine = calibrate(self.runner, needed, self.options.device_memory or None,
-                                self.stream).machine
+                                self.stream, self.options.refresh_cluster).machine
         if machine.num_devices != self.num_devices:
             raise MachineError(
                 f"the machine model ({machine.describe()}) has {machine.num_devices} devices "
@@ -131,6 +132,10 @@ class Planner:
         flags or of calibrating the configurations of `strategies` (--profiling, --timeline)."""
         return self._simulator({layer.index: [s[layer.name] for s in strategies]
                                 for layer in self.graph.layers})
+
+    def simulate(self, strategy: Strategy, taskgraph: TaskGraph) -> Simulation:
+        """The simulated iteration of `taskgraph`, built for `strategy`."""
+        return self.simulator_for(strategy).simulate_taskgraph(taskgraph)
 
     def search(self, imported: Strategy | None, observer=None) -> dict:
         """MCMC search; prints FlexFlow's lines and returns the best strategy. `observer` is

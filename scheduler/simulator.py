@@ -9,7 +9,8 @@ group of the TaskGraph. So the simulator schedules exactly those groups:
 * it then fetches the whole output of every group on another device it receives from (the first
   time its device needs that output, as Dask does) over the route between the devices, and the
   input batches it loads over the client's route;
-* it runs when its inputs are in, its device is free and, where devices share cores, a core is.
+* it runs when its inputs are in, its device is free and, where devices share cores, a core is,
+  for its cost plus the per-input overhead of each output it fetched.
 
 Every device, link resource and core is one FIFO resource; events are processed in time order
 (event-driven list scheduling), ties by group order. The predicted iteration time is the last
@@ -111,7 +112,7 @@ def _transfer(route: Route, nbytes: float, ready: float, free: dict[str, float])
 def schedule(plans: list[GroupPlan], machine: MachineModel) -> tuple[list[float], list[float]]:
     """Start and end (ms) of every group; see the module docstring for the rules."""
     n = len(plans)
-    hop = machine.overheads.hop
+    hop, receive = machine.overheads.hop, machine.overheads.receive
     waiting = [len(p.receive_from) + len(p.after) for p in plans]
     dependents: list[list[int]] = [[] for _ in range(n)]
     for i, p in enumerate(plans):
@@ -135,7 +136,15 @@ def schedule(plans: list[GroupPlan], machine: MachineModel) -> tuple[list[float]
             ready = t
             for j in plan.receive_from:
                 source = plans[j]
-                arrived = _transfer(routes[(source.device, device)], source.sent, t, free)
+                route = routes[(source.device, device)]
+                if len(route) == 1 and len(route[0].resources) == 1:  # _transfer, inlined
+                    hop_, resource = route[0], route[0].resources[0]
+                    start = free.get(resource, 0.0)
+                    if start < t:
+                        start = t
+                    arrived = free[resource] = start + hop_.latency + source.sent / hop_.bandwidth
+                else:
+                    arrived = _transfer(route, source.sent, t, free)
                 if arrived > ready:
                     ready = arrived
             if plan.feeds:
@@ -150,7 +159,7 @@ def schedule(plans: list[GroupPlan], machine: MachineModel) -> tuple[list[float]
             slot = min(range(len(slots)), key=slots.__getitem__)
             if slots[slot] > start:
                 start = slots[slot]
-        end = start + plan.cost
+        end = start + plan.cost + receive * len(plan.receive_from)
         if slots is not None:
             slots[slot] = end
         device_free[device] = end
@@ -219,12 +228,11 @@ def optimizer_state_copies(optimizer) -> int:
 # ---- the simulator ------------------------------------------------------------------------------
 @dataclass
 class _SegmentResult:
-    """A segment's share of the fused groups. Epochs are relative to `base`, the lowest epoch
-    among its external dependencies (0 when it has tasks without dependencies), so the result
-    stays valid while those dependencies keep their devices and relative epochs (`inputs`) and
-    the same input loads were already made before it."""
+    """A segment's share of the fused groups, for given inputs: the (device, epoch) of its
+    external dependencies relative to `base`, their lowest epoch (0 when it has tasks without
+    dependencies; the result stays valid while they keep their devices and relative epochs),
+    and which of its loads earlier segments already made."""
 
-    inputs: tuple
     exports: dict[str, tuple[int, int]]  # key -> (device, epoch) other segments depend on
     groups: list[tuple]  # ((device, epoch), first key, costs, bytes sent, sources, fed tensors)
     # (sources: dict of (device, epoch), fed tensors: dict; ordered sets, never modified)
@@ -243,6 +251,7 @@ class _SegmentInfo:
 
 
 EXPORTED = (A.Forward, A.Backward, A.Loss, A.Load, A.Fill)  # what other segments depend on
+RESULTS_KEPT = 4  # results remembered per segment, for different inputs
 
 
 class Simulator:
@@ -258,7 +267,7 @@ class Simulator:
         self.builder = TaskGraphBuilder(graph, objective)
         self.state_copies = optimizer_state_copies(optimizer)
         self.memory_model = MemoryModel(graph, objective is not None)
-        self._records: dict[int, list] = {}  # id(segment) -> [segment, info, last result]
+        self._records: dict[int, list] = {}  # id(segment) -> [segment, info, {inputs: result}]
         self._weights: dict[int, tuple] = {}  # id(weight holders) -> (memory, holders)
         self._where: dict[str, tuple[int, int]] = {}
 
@@ -330,15 +339,18 @@ class Simulator:
             record = records.get(id(segment))  # segments are memoised: identity is content
             if record is None:
                 record = records[id(segment)] = [segment, self._segment_info(segment, strategy),
-                                                 None]
-            info, result = record[1], record[2]
+                                                 {}]
+            info, results = record[1], record[2]
             found = [where[k] for k in info.externals]
             base = 0 if info.rooted or not found else min([e for _, e in found])
             if base:
                 found = [(d, e - base) for d, e in found]
             inputs = (tuple(found), segment.loads & made if segment.loads else frozenset())
-            if result is None or result.inputs != inputs:
-                result = record[2] = self._segment(segment, info, inputs)
+            result = results.get(inputs)
+            if result is None:
+                if len(results) >= RESULTS_KEPT:  # the search moves between a few neighbours
+                    del results[next(iter(results))]
+                result = results[inputs] = self._segment(segment, info, inputs)
             if segment.loads:
                 made |= segment.loads
             if base:
@@ -433,7 +445,7 @@ class Simulator:
         memory = list(info.memory) + [info.loads[k] for k in info.loads if k not in repeated]
         shares = [(g, first, tuple(costs), sent, sources, feeds)
                   for g, (first, costs, sent, _, sources, feeds) in groups.items()]
-        return _SegmentResult(inputs, exports, shares, memory)
+        return _SegmentResult(exports, shares, memory)
 
 
 def _plans(groups: dict[tuple[int, int], list], feed_bytes) -> list[GroupPlan]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from flexflow.core import FFConfig, FFModel, LossType, SGDOptimizer
 from flexflow.scheduler.machine import GB, DeviceKind, Hop, MachineModel, Overheads, cluster
-from flexflow.scheduler.taskgraph import Objective
 
 
 def compiled(build, batch: int, argv=("--in-process",)):

@@ -12,7 +12,7 @@ from flexflow.scheduler.machine import MachineError
 from flexflow.scheduler.search import BEST_FOOTER, BEST_HEADER
 from flexflow.scheduler.strategy import ParallelConfig, StrategyError
 
-from ..parallel.models import BATCH, mlp
+from ..parallel.models import mlp
 from ..parallel.test_strategy_invariance import assert_same_run, reference, train
 
 

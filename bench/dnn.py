@@ -1,0 +1,174 @@
+"""The networks the search benchmarks use, built with the FFModel API, and a helper that gives
+their graph and training objective without compiling (planning for machines one does not have).
+
+    alexnet           AlexNet (Krizhevsky 2014 "one weird trick" variant), 3x224x224
+    alexnet_cifar     the same shape of network at CPU scale: 3x32x32, 4096-wide dense layers
+    inception_v3      Inception-v3 (Szegedy et al. 2016), 3x299x299
+    resnet101         ResNet-101 (He et al. 2016), 3x224x224, bottleneck blocks 3-4-23-3
+    transformer_lm    a decoder-style language model: embedding, attention blocks, vocab softmax
+"""
+
+from __future__ import annotations
+
+from flexflow.core import ActiMode, DataType, FFConfig, FFModel, PoolType
+from flexflow.ops.spec import TensorSpec
+from flexflow.scheduler.taskgraph import Objective
+
+RELU = ActiMode.AC_MODE_RELU
+
+
+def alexnet(ff, batch, image=224, classes=1000):
+    x = ff.create_tensor([batch, 3, image, image])
+    t = ff.conv2d(x, 64, 11, 11, 4, 4, 2, 2, RELU)
+    t = ff.pool2d(t, 3, 3, 2, 2, 0, 0)
+    t = ff.conv2d(t, 192, 5, 5, 1, 1, 2, 2, RELU)
+    t = ff.pool2d(t, 3, 3, 2, 2, 0, 0)
+    t = ff.conv2d(t, 384, 3, 3, 1, 1, 1, 1, RELU)
+    t = ff.conv2d(t, 256, 3, 3, 1, 1, 1, 1, RELU)
+    t = ff.conv2d(t, 256, 3, 3, 1, 1, 1, 1, RELU)
+    t = ff.pool2d(t, 3, 3, 2, 2, 0, 0)
+    t = ff.flat(t)
+    t = ff.dense(t, 4096, RELU)
+    t = ff.dense(t, 4096, RELU)
+    ff.softmax(ff.dense(t, classes))
+    return [x]
+
+
+def alexnet_cifar(ff, batch, classes=10):
+    """AlexNet's structure at a size a CPU trains: five convolutions on 32x32 images, then
+    dense layers as wide as AlexNet's (4096), which hold almost all of the 21 M weights."""
+    x = ff.create_tensor([batch, 3, 32, 32])
+    t = ff.conv2d(x, 32, 5, 5, 1, 1, 2, 2, RELU)
+    t = ff.pool2d(t, 2, 2, 2, 2, 0, 0)
+    t = ff.conv2d(t, 64, 5, 5, 1, 1, 2, 2, RELU)
+    t = ff.pool2d(t, 2, 2, 2, 2, 0, 0)
+    t = ff.conv2d(t, 96, 3, 3, 1, 1, 1, 1, RELU)
+    t = ff.conv2d(t, 96, 3, 3, 1, 1, 1, 1, RELU)
+    t = ff.conv2d(t, 64, 3, 3, 1, 1, 1, 1, RELU)
+    t = ff.pool2d(t, 2, 2, 2, 2, 0, 0)
+    t = ff.flat(t)
+    t = ff.dense(t, 4096, RELU)
+    t = ff.dense(t, 4096, RELU)
+    ff.softmax(ff.dense(t, classes))
+    return [x]
+
+
+def _conv_bn(ff, t, channels, kh, kw, stride=1, ph=0, pw=0):
+    t = ff.conv2d(t, channels, kh, kw, stride, stride, ph, pw)
+    return ff.batch_norm(t)  # with the fused ReLU, as FlexFlow's batch_norm
+
+
+def _inception_a(ff, t, pool_channels):
+    a = _conv_bn(ff, t, 64, 1, 1)
+    b = _conv_bn(ff, _conv_bn(ff, t, 48, 1, 1), 64, 5, 5, 1, 2, 2)
+    c = _conv_bn(ff, _conv_bn(ff, _conv_bn(ff, t, 64, 1, 1), 96, 3, 3, 1, 1, 1), 96, 3, 3, 1,
+                 1, 1)
+    d = _conv_bn(ff, ff.pool2d(t, 3, 3, 1, 1, 1, 1, PoolType.POOL_AVG), pool_channels, 1, 1)
+    return ff.concat([a, b, c, d], 1)
+
+
+def _reduction_a(ff, t):
+    a = _conv_bn(ff, t, 384, 3, 3, 2)
+    b = _conv_bn(ff, _conv_bn(ff, _conv_bn(ff, t, 64, 1, 1), 96, 3, 3, 1, 1, 1), 96, 3, 3, 2)
+    c = ff.pool2d(t, 3, 3, 2, 2, 0, 0)
+    return ff.concat([a, b, c], 1)
+
+
+def _inception_c(ff, t, width):
+    a = _conv_bn(ff, t, 192, 1, 1)
+    b = _conv_bn(ff, t, width, 1, 1)
+    b = _conv_bn(ff, _conv_bn(ff, b, width, 1, 7, 1, 0, 3), 192, 7, 1, 1, 3, 0)
+    c = _conv_bn(ff, t, width, 1, 1)
+    for channels in (width, width, width):
+        c = _conv_bn(ff, _conv_bn(ff, c, channels, 7, 1, 1, 3, 0), channels, 1, 7, 1, 0, 3)
+    c = _conv_bn(ff, c, 192, 1, 1)
+    d = _conv_bn(ff, ff.pool2d(t, 3, 3, 1, 1, 1, 1, PoolType.POOL_AVG), 192, 1, 1)
+    return ff.concat([a, b, c, d], 1)
+
+
+def _reduction_b(ff, t):
+    a = _conv_bn(ff, _conv_bn(ff, t, 192, 1, 1), 320, 3, 3, 2)
+    b = _conv_bn(ff, t, 192, 1, 1)
+    b = _conv_bn(ff, _conv_bn(ff, b, 192, 1, 7, 1, 0, 3), 192, 7, 1, 1, 3, 0)
+    b = _conv_bn(ff, b, 192, 3, 3, 2)
+    c = ff.pool2d(t, 3, 3, 2, 2, 0, 0)
+    return ff.concat([a, b, c], 1)
+
+
+def _inception_e(ff, t):
+    a = _conv_bn(ff, t, 320, 1, 1)
+    b = _conv_bn(ff, t, 384, 1, 1)
+    b = ff.concat([_conv_bn(ff, b, 384, 1, 3, 1, 0, 1), _conv_bn(ff, b, 384, 3, 1, 1, 1, 0)], 1)
+    c = _conv_bn(ff, _conv_bn(ff, t, 448, 1, 1), 384, 3, 3, 1, 1, 1)
+    c = ff.concat([_conv_bn(ff, c, 384, 1, 3, 1, 0, 1), _conv_bn(ff, c, 384, 3, 1, 1, 1, 0)], 1)
+    d = _conv_bn(ff, ff.pool2d(t, 3, 3, 1, 1, 1, 1, PoolType.POOL_AVG), 192, 1, 1)
+    return ff.concat([a, b, c, d], 1)
+
+
+def inception_v3(ff, batch, classes=1000):
+    x = ff.create_tensor([batch, 3, 299, 299])
+    t = _conv_bn(ff, x, 32, 3, 3, 2)
+    t = _conv_bn(ff, t, 32, 3, 3)
+    t = _conv_bn(ff, t, 64, 3, 3, 1, 1, 1)
+    t = ff.pool2d(t, 3, 3, 2, 2, 0, 0)
+    t = _conv_bn(ff, t, 80, 1, 1)
+    t = _conv_bn(ff, t, 192, 3, 3)
+    t = ff.pool2d(t, 3, 3, 2, 2, 0, 0)
+    for pool_channels in (32, 64, 64):
+        t = _inception_a(ff, t, pool_channels)
+    t = _reduction_a(ff, t)
+    for width in (128, 160, 160, 192):
+        t = _inception_c(ff, t, width)
+    t = _reduction_b(ff, t)
+    t = _inception_e(ff, _inception_e(ff, t))
+    t = ff.flat(ff.pool2d(t, 8, 8, 1, 1, 0, 0, PoolType.POOL_AVG))
+    ff.softmax(ff.dense(t, classes))
+    return [x]
+
+
+def _bottleneck(ff, t, width, stride):
+    if stride != 1 or t.dims[1] != width * 4:
+        shortcut = ff.batch_norm(ff.conv2d(t, width * 4, 1, 1, stride, stride, 0, 0), False)
+    else:
+        shortcut = t
+    t = _conv_bn(ff, t, width, 1, 1)
+    t = _conv_bn(ff, t, width, 3, 3, stride, 1, 1)
+    t = ff.batch_norm(ff.conv2d(t, width * 4, 1, 1, 1, 1, 0, 0), False)
+    return ff.relu(ff.add(t, shortcut))
+
+
+def resnet101(ff, batch, classes=1000):
+    x = ff.create_tensor([batch, 3, 224, 224])
+    t = _conv_bn(ff, x, 64, 7, 7, 2, 3, 3)
+    t = ff.pool2d(t, 3, 3, 2, 2, 1, 1)
+    for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 23, 2), (512, 3, 2)):
+        for block in range(blocks):
+            t = _bottleneck(ff, t, width, stride if block == 0 else 1)
+    t = ff.flat(ff.pool2d(t, 7, 7, 1, 1, 0, 0, PoolType.POOL_AVG))
+    ff.softmax(ff.dense(t, classes))
+    return [x]
+
+
+def transformer_lm(ff, batch, seq=64, vocab=8192, width=512, heads=8, layers=4):
+    """Tokens -> embedding -> `layers` x (attention + residual + layer norm, two dense layers +
+    residual + layer norm) -> next-token softmax over the vocabulary at every position."""
+    tokens = ff.create_tensor([batch, seq], DataType.DT_INT32)
+    t = ff.embedding(tokens, vocab, width)
+    for _ in range(layers):
+        t = ff.layer_norm(ff.add(ff.multihead_attention(t, t, t, width, heads), t), [-1])
+        f = ff.dense(ff.dense(t, 4 * width, ActiMode.AC_MODE_GELU), width)
+        t = ff.layer_norm(ff.add(f, t), [-1])
+    ff.softmax(ff.dense(t, vocab))
+    return [tokens]
+
+
+def graph_of(build, batch: int):
+    """(graph, objective) of `build` for training with a sparse cross-entropy on the softmax,
+    as compile() would make them, without devices."""
+    ff = FFModel(FFConfig(argv=[], batch_size=batch))
+    build(ff, batch)
+    graph = ff.graph
+    output = graph.tensors[graph.layers[-1].outputs[0]].spec
+    label = graph.add_input(TensorSpec(output.shape[:-1] + (1,), "int32")).id
+    graph.inputs.remove(label)
+    return graph, Objective(graph.layers[-1].outputs[0], label, through_softmax=True)

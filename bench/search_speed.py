@@ -1,0 +1,73 @@
+"""Search speed: MCMC with delta simulation vs full simulation (task graph rebuilt and re-fused
+for every proposal), on AlexNet (batch 64 per device) over the 16-device P100 preset.
+
+Both searches draw the same proposals (same seed) and, since the delta simulation returns the
+full simulation's numbers exactly, must end with the same best cost. Times are medians over
+runs, wall clock and CPU time of this process (the machine may be shared: both are printed,
+with the load average).
+
+    python bench/search_speed.py [--budget 1000] [--runs 3] [--full-runs 1] [--flags default,all]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from dnn import alexnet, graph_of  # noqa: E402
+
+from flexflow.scheduler import machine as machine_module  # noqa: E402
+from flexflow.scheduler.search import SearchOptions, search  # noqa: E402
+from flexflow.scheduler.simulator import Simulator  # noqa: E402
+
+FLAGS = {"default": {}, "all": {"enable_parameter_parallel": True,
+                                "enable_attribute_parallel": True}}
+
+
+def timed_search(graph, objective, machine, options):
+    simulator = Simulator(graph, objective, machine)  # fresh: no warm caches between runs
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = search(simulator, options, stream=io.StringIO())
+    return time.perf_counter() - wall, time.process_time() - cpu, result.best_cost
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--full-runs", type=int, default=1)
+    parser.add_argument("--flags", default="default,all")
+    parser.add_argument("--machine", default="p100-4x4")
+    args = parser.parse_args()
+    machine = machine_module.preset(args.machine)
+    n = machine.num_devices
+    graph, objective = graph_of(alexnet, 64 * n)
+    print(f"AlexNet, batch {64 * n}, {machine.describe()}; budget {args.budget}; "
+          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
+    for name in args.flags.split(","):
+        options = SearchOptions(args.budget, **FLAGS[name])
+        delta = [timed_search(graph, objective, machine, options) for _ in range(args.runs)]
+        full_options = SearchOptions(args.budget, delta=False, **FLAGS[name])
+        full = [timed_search(graph, objective, machine, full_options)
+                for _ in range(args.full_runs)]
+        dw, dc = (statistics.median(r[i] for r in delta) for i in (0, 1))
+        fw, fc = (statistics.median(r[i] for r in full) for i in (0, 1))
+        costs = {round(r[2], 9) for r in delta + full}
+        print(f"flags {name:7s}: delta {dw:6.2f} s wall ({dc:6.2f} s CPU), median of "
+              f"{len(delta)}; full {fw:7.2f} s wall ({fc:7.2f} s CPU), median of {len(full)}")
+        print(f"               speed-up {fw / dw:5.1f}x wall, {fc / dc:5.1f}x CPU; best cost "
+              f"{'identical' if len(costs) == 1 else 'DIFFERENT'}: "
+              f"{', '.join(f'{c:.4f}' for c in sorted(costs))} ms; "
+              f"{args.budget / dw:.0f} proposals/s (delta)")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""Simulator accuracy: predicted vs measured iteration time on real local clusters.
+
+For a LocalCluster of 2 and of 4 single-threaded worker processes (one per device, as
+`-ll:gpu N` starts without GPUs), every (model, strategy) pair is trained for a few iterations
+and timed (median of the measured iterations, after warm-up), and simulated on the machine model
+calibrated on that cluster (kernels from the calibration cache, the scheduler and links measured
+again at the start). Pairs: the parallel-execution test models under several strategy kinds, and
+an AlexNet-style CNN with 4096-wide dense layers under data parallelism, the "one weird trick"
+and an all-parameter-parallel strategy.
+
+Reports per pair the relative error, and per cluster size and overall the median and worst
+absolute error and the Spearman rank correlation of predicted vs measured.
+
+    python bench/simulator_accuracy.py [--workers 2,4] [--steps 8] [--warmup 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from distributed import LocalCluster
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent))
+
+from dnn import alexnet_cifar  # noqa: E402
+from tests.parallel import models as test_models  # noqa: E402
+
+from flexflow.core import DataType, FFConfig, FFModel, LossType, SGDOptimizer  # noqa: E402
+from flexflow.losses import LossFunction  # noqa: E402
+from flexflow.scheduler import cluster as cluster_module  # noqa: E402
+from flexflow.scheduler.calibrate import DaskRunner  # noqa: E402
+from flexflow.scheduler.planner import Planner, PlanOptions  # noqa: E402
+from flexflow.scheduler.search import SearchOptions, one_weird_trick  # noqa: E402
+from flexflow.scheduler.strategy import ParallelConfig, data_parallel_strategy  # noqa: E402
+from flexflow.scheduler.taskgraph import build_task_graph  # noqa: E402
+
+ALEXNET_BATCH = 64
+TEST_KINDS = ("sample", "parameter", "reshard")
+
+
+def all_parameter(graph, n):
+    """Every dense layer but the last split by output features, the rest data parallel."""
+    strategy = one_weird_trick(graph, n)
+    for layer in graph.layers[:-1]:
+        if layer.type_name == "Conv2D":
+            shape = graph.tensors[layer.outputs[0]].spec.shape
+            parts = max(d for d in range(1, n + 1) if shape[1] % d == 0 and n % d == 0)
+            strategy[layer.name] = ParallelConfig((1, parts, 1, 1), tuple(range(parts)))
+    return strategy
+
+
+def pairs():
+    """(label, build(ff) -> inputs, batch, strategy(graph, n))."""
+    for name, build in test_models.MODELS.items():
+        for kind in TEST_KINDS:
+            yield (f"{name}/{kind}", build, test_models.BATCH,
+                   lambda graph, n, kind=kind: test_models.strategy(kind, graph, n))
+    alexnet = (lambda ff: alexnet_cifar(ff, ALEXNET_BATCH))
+    yield "alexnet_cifar/data-parallel", alexnet, ALEXNET_BATCH, data_parallel_strategy
+    yield "alexnet_cifar/one-weird-trick", alexnet, ALEXNET_BATCH, one_weird_trick
+    yield "alexnet_cifar/parameter", alexnet, ALEXNET_BATCH, all_parameter
+
+
+def measure(ff, inputs, batch, steps, warmup) -> float:
+    """Median wall time (ms) of `steps` training iterations after `warmup` ones."""
+    rng = np.random.default_rng(0)
+    for t in inputs:
+        if t.data_type == DataType.DT_INT32:
+            t.set_tensor(ff, rng.integers(0, 20, t.dims).astype(np.int32))
+        else:
+            t.set_tensor(ff, rng.standard_normal(t.dims).astype(np.float32))
+    classes = ff.graph.tensors[ff.graph.layers[-1].outputs[0]].spec.shape[-1]
+    ff.label_tensor.set_tensor(ff, rng.integers(0, classes, (batch, 1)).astype(np.int32))
+    for _ in range(warmup):
+        ff.train_step()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        ff.train_step()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def predict(ff, client, workers, batch, refresh) -> float:
+    graph = ff.graph
+    output = graph.tensors[graph.layers[-1].outputs[0]].spec
+    loss = LossFunction(LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, (), batch,
+                        output.size // batch, True)
+    options = PlanOptions(SearchOptions(0), refresh_cluster=refresh)
+    planner = Planner(graph, ff.objective, len(workers), DaskRunner(client, workers), options,
+                      loss, ff.optimizer, stream=open(os.devnull, "w"))
+    taskgraph = build_task_graph(graph, ff.strategy, len(workers), ff.objective)
+    return planner.simulate(ff.strategy, taskgraph).time
+
+
+def spearman(xs, ys) -> float:
+    def ranks(values):
+        order = sorted(range(len(values)), key=values.__getitem__)
+        out = [0.0] * len(values)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                out[order[k]] = (i + j) / 2
+            i = j + 1
+        return out
+    return float(np.corrcoef(ranks(xs), ranks(ys))[0, 1])
+
+
+def summary(label, rows) -> None:
+    errors = [abs(p - m) / m for _, p, m in rows]
+    rho = spearman([p for _, p, _ in rows], [m for _, _, m in rows])
+    print(f"{label}: {len(rows)} pairs; median |error| {100 * statistics.median(errors):.1f}% "
+          f"(target <= 15%), worst {100 * max(errors):.1f}% (<= 30%), Spearman {rho:.3f} "
+          f"(>= 0.9)")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", default="2,4")
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--only", default="", help="substring of the pair labels to run")
+    args = parser.parse_args()
+    print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start; "
+          f"median of {args.steps} iterations after {args.warmup} warm-up ones")
+    everything = []
+    for workers in (int(w) for w in args.workers.split(",")):
+        rows = []
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                          dashboard_address=":0", env=cluster_module.single_threaded_blas(),
+                          silence_logs=logging.ERROR) as cluster:
+            address = cluster.scheduler_address
+            for label, build, batch, make in pairs():
+                if args.only not in label:
+                    continue
+                ff = FFModel(FFConfig(argv=["--scheduler", address, "-ll:gpu", str(workers)],
+                                      batch_size=batch))
+                inputs = build(ff)
+                ff.compile(optimizer=SGDOptimizer(ff, lr=0.01, momentum=0.9),
+                           loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+                           strategy=make(ff.graph, workers))
+                client = cluster_module.connect(address).client
+                workers_list = sorted(client.scheduler_info(n_workers=-1)["workers"])
+                predicted = predict(ff, client, workers_list, batch, refresh=not rows)
+                measured = measure(ff, inputs, batch, args.steps, args.warmup)
+                ff._executor.close()
+                rows.append((label, predicted, measured))
+                print(f"{workers} workers  {label:34s} predicted {predicted:9.1f} ms  measured "
+                      f"{measured:9.1f} ms  error {100 * (predicted - measured) / measured:+6.1f}%",
+                      flush=True)
+            cluster_module.disconnect(address)
+        summary(f"{workers} workers", rows)
+        everything += rows
+    summary("all", everything)
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()
