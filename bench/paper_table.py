@@ -41,14 +41,24 @@ PAPER = "1.3-3.3x (six DNNs, 16 P100s)"
 
 
 def fitting_batch(build, machine):
-    """(per-device batch, graph, objective, simulator, data-parallel simulation)."""
+    """(per-device batch, graph, objective, simulator, data-parallel simulation): 64, or the
+    largest of 32 and 16 at which data parallelism fits in device memory."""
     n = machine.num_devices
-    for per_device in (64, 32, 16):
+
+    def simulated(per_device):
         graph, objective = dnn.graph_of(build, per_device * n)
         simulator = Simulator(graph, objective, machine)
-        baseline = simulator.simulate(data_parallel_strategy(graph, n))
-        if not baseline.over or per_device == 16:
-            return per_device, graph, objective, simulator, baseline
+        return graph, objective, simulator, simulator.simulate(data_parallel_strategy(graph, n))
+    per_device, found = 64, simulated(64)
+    for smaller in (32, 16):
+        baseline = found[3]
+        if not baseline.over:
+            break
+        if smaller == 32 and any(m * smaller / 64 > c for m, c in zip(baseline.memory,
+                                                                       baseline.capacity)):
+            continue  # even halving everything would not fit: do not simulate it
+        per_device, found = smaller, simulated(smaller)
+    return (per_device, *found)
 
 
 def main():

@@ -50,9 +50,10 @@ from .machine import GB, DeviceKind, Hop, MachineModel, Overheads
 from .taskgraph import Task, TaskGraph
 
 CACHE_ENV = "FLEXFLOW_DASK_CACHE"
-CACHE_FORMAT = 3  # kernel times as multiples of the reference kernel; reference in cluster files
+CACHE_FORMAT = 4  # kernel times as multiples of the reference kernel; reference in cluster files
 WARMUP, REPEATS, BUDGET_MS = 1, 5, 400.0  # per kernel: repeats stop early past the budget
 PROBE_BYTES = 4 << 20
+REFERENCE_BYTES = 32 << 20  # the reference kernel's copy: memory-bound, as large kernels are
 CHAIN = (1, 2, 3, 4, 6)  # lengths of the dependent-hop probes
 RAW_CHAIN = (1, 2, 4, 8)  # lengths of the raw Dask chains that give the fetch latency
 STAR = (1, 2, 3)  # rounds of the gather-then-spread probes
@@ -205,13 +206,12 @@ def reference_ms(cpu_only: bool = False) -> float:
     xp = array_module(cpu_only)
     sync = _synchronizer(xp)
     rng = numpy.random.default_rng(0)
-    a, b = _array(xp, rng, (256, 256), "float32"), _array(xp, rng, (256, 256), "float32")
-    src = _array(xp, rng, (PROBE_BYTES // 4,), "float32")
+    a, b = _array(xp, rng, (512, 512), "float32"), _array(xp, rng, (512, 512), "float32")
+    src = _array(xp, rng, (REFERENCE_BYTES // 4,), "float32")  # beyond the caches
     dst = xp.empty_like(src)
 
     def mix():
-        for _ in range(8):
-            a @ b
+        a @ b
         xp.copyto(dst, src)
     return _median_ms(mix, sync)[0]
 

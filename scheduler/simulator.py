@@ -364,13 +364,14 @@ class Simulator:
                 g = (device, epoch + base)
                 group = groups.get(g)
                 if group is None:
-                    groups[g] = [first, [overhead, *costs], sent, [(base, sources)], dict(feeds)]
+                    group = groups[g] = [first, [overhead, *costs], sent, [], {}]
                 else:
                     group[1] += costs
                     group[2] += sent
+                if sources:
                     group[3].append((base, sources))
-                    if feeds:
-                        group[4].update(feeds)
+                if feeds:
+                    group[4].update(feeds)
         return self._finish(_plans(groups, self._feed_bytes), memory)
 
     def _weight_memory(self, strategy: Strategy) -> list[int]:
@@ -461,8 +462,9 @@ def _plans(groups: dict[tuple[int, int], list], feed_bytes) -> list[GroupPlan]:
         have = received.setdefault(device, set())
         receive_from, after, listed = [], [], set()
         for base, sources in chunks:  # (epoch shift, sources relative to it), in task order
-            for d, e in sources:
-                s = (d, e + base)
+            for s in sources:
+                if base:
+                    s = (s[0], s[1] + base)
                 if s in listed:
                     continue
                 listed.add(s)
