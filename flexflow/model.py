@@ -74,6 +74,8 @@ class FFModel:
         self._ran_forward = False
         self._objective: Objective | None = None
         self._profiler: profiling.OpProfiler | None = None
+        self._fit_position = (0, 0)  # (epoch, iterations done in it) of the current/last fit
+        self._resume_at: tuple[int, int] | None = None  # where the next fit starts (restore)
 
     @property
     def ffconfig(self) -> FFConfig:
@@ -598,17 +600,25 @@ class FFModel:
         return self._perf.last_loss
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1) -> None:
+        """FlexFlow's fit. After a checkpoint is loaded (ours), the first fit resumes at the
+        checkpoint's epoch and iteration, `epochs` counting from the start as before."""
         loaders = _loader_list(x, y, "fit")
         iterations = self._iterations(loaders[-1])
-        for _ in range(int(epochs)):
+        first_epoch, done = self._resume_at or (0, 0)
+        self._resume_at = None
+        for epoch in range(first_epoch, int(epochs)):
             for loader in loaders:
                 loader.reset()
             self.reset_metrics()
-            for _ in range(iterations):
+            for iteration in range(iterations):
                 for loader in loaders:
                     loader.next_batch(self)
+                if epoch == first_epoch and iteration < done:
+                    continue  # trained before the checkpoint
                 self.train_step()
+                self._fit_position = (epoch, iteration + 1)
                 self._perf.print()
+            self._fit_position = (epoch + 1, 0)
         if self._profiler:
             self._profiler.print_pending()
 

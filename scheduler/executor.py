@@ -114,22 +114,59 @@ class Executor:
     def set_weights(self, arrays: dict[tuple[int, int], Any]) -> None:
         """Write whole weights, keyed (owner layer, weight index), to every device holding a box
         of them: one call per device."""
-        per_device: dict[int, list] = {}
-        for (owner, index), array in arrays.items():
-            full = Box.full(array.shape)
-            for key, devices in self._weight_boxes(owner, index):
-                piece = numpy.ascontiguousarray(array[key[2].relative_to(full)], numpy.float32)
-                for d in devices:
-                    per_device.setdefault(d, []).append((key, piece))
-        for d, pieces in per_device.items():
+        for d, pieces in self._scatter(arrays, _box_of, owners_only=False).items():
             self._call(d, _store_set_weights, pieces)
 
     def get_weight(self, owner: int, index: int, shape: tuple[int, ...]):
         out = numpy.empty(shape, numpy.float32)
         full = Box.full(shape)
-        for key, devices in self._weight_boxes(owner, index):
-            out[key[2].relative_to(full)] = self._call(devices[0], _store_get_weight, key)
+        for box, array in self._gather(owner, index, _store_get_weights):
+            out[box.relative_to(full)] = array
         return out
+
+    def set_optimizer_state(self, states: dict[tuple[int, int], dict[str, Any]]) -> None:
+        """Replace the optimizer state of whole weights, keyed (owner layer, weight index), each
+        a dict of full-size slots ({"v": ...} for SGD momentum, {"m", "v"} for Adam): every box
+        of a weight gets its slice on the device that updates it (the box's owner). An empty dict
+        clears the state, which the optimizer then creates afresh at its next update."""
+        def slots_of(state, box):
+            return {name: _box_of(array, box) for name, array in state.items()}
+        for d, pieces in self._scatter(states, slots_of, owners_only=True).items():
+            self._call(d, _store_set_opt_states, pieces)
+
+    def get_optimizer_state(self, owner: int, index: int,
+                            shape: tuple[int, ...]) -> dict[str, Any]:
+        """The optimizer's slots of a whole weight, assembled from its boxes' owners; {} before
+        the weight's first update. A box not yet updated reads as zeros, the state both
+        optimizers start from."""
+        slots: dict[str, Any] = {}
+        full = Box.full(shape)
+        for box, state in self._gather(owner, index, _store_get_opt_states):
+            for name, array in (state or {}).items():
+                slot = slots.setdefault(name, numpy.zeros(shape, numpy.float32))
+                slot[box.relative_to(full)] = array
+        return slots
+
+    def _scatter(self, values: dict[tuple[int, int], Any], slice_for_box,
+                 owners_only: bool) -> dict[int, list[tuple[WeightKey, Any]]]:
+        """Per device, (box key, `slice_for_box(value, box)`) for each box of each weight in
+        `values` that the device holds (or, with `owners_only`, updates)."""
+        per_device: dict[int, list] = {}
+        for (owner, index), value in values.items():
+            for key, devices in self._weight_boxes(owner, index):
+                piece = slice_for_box(value, key[2])
+                for d in devices[:1] if owners_only else devices:
+                    per_device.setdefault(d, []).append((key, piece))
+        return per_device
+
+    def _gather(self, owner: int, index: int, read) -> list[tuple[Box, Any]]:
+        """(box, value) for each box of a weight, `read(store, keys)` run once on each device
+        that owns some of its boxes."""
+        keys_on: dict[int, list[WeightKey]] = {}
+        for key, devices in self._weight_boxes(owner, index):
+            keys_on.setdefault(devices[0], []).append(key)
+        return [(key[2], value) for d, keys in keys_on.items()
+                for key, value in zip(keys, self._call(d, read, keys))]
 
     def zero_gradients(self) -> None:
         for d in range(self.num_devices):
@@ -208,8 +245,22 @@ def _store_set_weights(store: DeviceStore, pieces) -> None:
             store.weights[key] = store.xp.array(piece, dtype="float32")
 
 
-def _store_get_weight(store: DeviceStore, key: WeightKey):
-    return _to_host(store.weights[key])
+def _store_get_weights(store: DeviceStore, keys: list[WeightKey]):
+    return [_to_host(store.weights[key]) for key in keys]
+
+
+def _store_set_opt_states(store: DeviceStore, pieces) -> None:
+    for key, slots in pieces:
+        if slots:
+            store.opt_state[key] = {name: store.xp.array(piece, dtype="float32")
+                                    for name, piece in slots.items()}
+        else:
+            store.opt_state.pop(key, None)
+
+
+def _store_get_opt_states(store: DeviceStore, keys: list[WeightKey]):
+    return [{name: _to_host(array) for name, array in store.opt_state[key].items()}
+            if key in store.opt_state else None for key in keys]
 
 
 def _store_get_weight_grad(store: DeviceStore, key: WeightKey):
@@ -223,6 +274,11 @@ def _store_values(store: DeviceStore, tensor: int):
 
 def _store_grads(store: DeviceStore, tensor: int):
     return [(box, _to_host(a)) for box, a in store.grads.get(tensor, ())]
+
+
+def _box_of(array, box: Box):
+    """The float32 contents of `box` of a whole host array."""
+    return numpy.ascontiguousarray(array[box.relative_to(Box.full(array.shape))], numpy.float32)
 
 
 def _to_host(array) -> Any:
