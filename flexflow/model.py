@@ -23,7 +23,9 @@ from .plots import check_path, search_trace, timeline
 from .ops.attention import MultiHeadAttention
 from .ops.batch_matmul import BatchMatmul
 from .ops.batch_norm import BatchNorm
+from .ops.cast import Cast
 from .ops.concat import Concat, Split
+from .ops.compare import Compare
 from .ops.conv2d import Conv2D
 from .ops.dense import Dense
 from .ops.dropout import Dropout
@@ -32,6 +34,7 @@ from .ops.embedding import Embedding
 from .ops.erf import Erf
 from .ops.graph import Graph, GraphTensor
 from .ops.layer_norm import LayerNorm
+from .ops.log import Log
 from .ops.log_softmax import LogSoftmax
 from .ops.pool2d import Pool2D
 from .ops.power import Power
@@ -40,6 +43,7 @@ from .ops.reshape import Flat, Reshape, Reverse, Transpose
 from .ops.softmax import Softmax
 from .ops.spec import ShapeError, TensorSpec
 from .ops.weight import Weight
+from .ops.where import Where
 from .scheduler.actions import Context
 from .scheduler import cluster as cluster_module
 from .scheduler import strategy_file
@@ -240,6 +244,25 @@ class FFModel:
     def erf(self, input, name=None):
         """(ours) The error function, element-wise."""
         return self._add(Erf(), [input], name)
+
+    def log(self, input, name=None):
+        """(ours) The natural logarithm, element-wise."""
+        return self._add(Log(), [input], name)
+
+    def compare(self, x, y, func, name=None):
+        """(ours) A bool tensor: x `func` y element-wise with broadcasting, `func` one of
+        "less", "less_equal", "greater", "greater_equal", "equal"."""
+        return self._add(Compare(str(func)), [x, y], name)
+
+    def where(self, cond, x, y, name=None):
+        """(ours) x where the bool tensor `cond` holds, else y, with broadcasting."""
+        return self._add(Where(), [cond, x, y], name)
+
+    def cast(self, input, data_type, name=None):
+        """(ours) `input` converted to the DataType `data_type`."""
+        if data_type not in NUMPY_DTYPE:
+            raise ShapeError(f"cast: unsupported data type {data_type!r}")
+        return self._add(Cast(NUMPY_DTYPE[data_type]), [input], name)
 
     def pow(self, input, exponent, name=None):
         """`exponent` is a number, or (ours) a tensor broadcast against `input`."""
