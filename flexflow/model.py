@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import profiling, report
+from . import checkpoint, profiling, report
 from .config import FFConfig, FlagError
 from .dataloader import SingleDataLoader, check_full_array
 from .initializers import ArrayInitializer, Initializer, default_initializer
@@ -662,6 +662,21 @@ class FFModel:
     def create_data_loader(self, batch_tensor: Tensor, full_array) -> SingleDataLoader:
         array = check_full_array(self, batch_tensor, full_array)
         return SingleDataLoader(self, batch_tensor, array, len(array))
+
+    # ---- checkpoints (ours) ---------------------------------------------------------------------
+    def save_checkpoint(self, path, epoch: int | None = None, iteration: int = 0):
+        """Write the training state (weights, optimizer state, counters, fit's position,
+        strategy) to `path`, format in flexflow/checkpoint.py; returns the path. `epoch` and
+        `iteration` record a position other than fit's own, for other training loops."""
+        self._require_compiled("save_checkpoint")
+        position = None if epoch is None else (epoch, iteration)
+        return checkpoint.save(self, path, position)
+
+    def load_checkpoint(self, path) -> None:
+        """Restore a checkpoint of a model built the same way, under any strategy and device
+        count, after checking all of it (`CheckpointError` naming the problem). The next `fit`
+        resumes at the saved epoch and iteration, with the saved optimizer hyper-parameters."""
+        checkpoint.load(self, path)
 
     # ---- host access used by Tensor / Parameter ------------------------------------------------
     def _is_label(self, tensor_id: int) -> bool:

@@ -2,12 +2,17 @@
 load_checkpoint files. The oracle is the uninterrupted run of the same script: stopping, restoring
 into a new model (under any strategy) and going on must give its per-step losses and weights."""
 
+import io
+import json
+import zipfile
+
 import numpy as np
 import pytest
+from numpy.lib import format as npy_format
 
 from flexflow.checkpoint import capture, restore
-from flexflow.core import (ActiMode, AdamOptimizer, DataType, FFConfig, FFModel, LossType,
-                           MetricsType, SGDOptimizer)
+from flexflow.core import (ActiMode, AdamOptimizer, CheckpointError, DataType, FFConfig, FFModel,
+                           LossType, MetricsType, SGDOptimizer)
 from flexflow.scheduler.strategy import ParallelConfig
 
 BATCH, CLASSES, STEPS, STOP = 8, 4, 6, 3
@@ -181,3 +186,236 @@ def test_capture_and_restore_on_a_cluster_of_worker_processes():
     restore(ff, state)
     assert_same_training((before + train(ff, x, STEPS - STOP, first=STOP), all_weights(ff)),
                          reference, rtol=1e-4)
+
+
+# ---- files --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
+def test_save_stop_load_continue_gives_the_uninterrupted_losses(optimizer, tmp_path):
+    reference = uninterrupted(optimizer)
+    ff, x = build(optimizer)
+    before = train(ff, x, STOP)
+    path = ff.save_checkpoint(tmp_path / "run.ckpt")
+    assert path == tmp_path / "run.ckpt"
+    del ff
+    resumed, x2 = build(optimizer)
+    resumed.load_checkpoint(path)
+    after = train(resumed, x2, STEPS - STOP, first=STOP)
+    assert_same_training((before + after, all_weights(resumed)), reference)
+
+
+def test_file_from_two_devices_split_by_features_loads_into_data_parallel(tmp_path):
+    argv = ["-ll:gpu", "2", "--in-process"]
+    reference = uninterrupted("sgd")
+    ff, x = build("sgd", argv, split_by_features)
+    before = train(ff, x, STOP)
+    ff.save_checkpoint(tmp_path / "run.ckpt")
+    resumed, x2 = build("sgd", argv)
+    resumed.load_checkpoint(tmp_path / "run.ckpt")
+    assert capture(resumed).strategy == resumed.strategy != ff.strategy
+    after = train(resumed, x2, STEPS - STOP, first=STOP)
+    assert_same_training((before + after, all_weights(resumed)), reference, rtol=1e-4)
+
+
+def test_a_scheduled_learning_rate_is_restored(tmp_path):
+    def run(ff, x, steps, first=0):
+        losses = []
+        for step in range(first, first + steps):
+            ff.optimizer.set_learning_rate(0.05 / (1 + step))
+            losses += train(ff, x, 1, first=step)
+        return losses
+    reference = run(*build("sgd"), STEPS)
+    ff, x = build("sgd")
+    before = run(ff, x, STOP)
+    ff.save_checkpoint(tmp_path / "run.ckpt")
+    resumed, x2 = build("sgd")
+    resumed.load_checkpoint(tmp_path / "run.ckpt")
+    assert resumed.optimizer.lr == ff.optimizer.lr != build("sgd")[0].optimizer.lr
+    np.testing.assert_array_equal(before + run(resumed, x2, STEPS - STOP, first=STOP),
+                                  reference)
+
+
+def test_the_file_is_a_plain_npz_with_json_metadata(tmp_path):
+    ff, x = build("adam")
+    train(ff, x, 2)
+    ff.save_checkpoint(tmp_path / "run.ckpt", epoch=3, iteration=1)
+    with np.load(tmp_path / "run.ckpt", allow_pickle=False) as archive:
+        meta = json.loads(str(archive["__checkpoint__"]))
+        assert (meta["format"], meta["version"]) == ("flexflow.checkpoint", 1)
+        assert (meta["step"], meta["updates"], meta["epoch"], meta["iteration"]) == (2, 2, 3, 1)
+        assert meta["optimizer"]["type"] == "AdamOptimizer"
+        assert meta["optimizer"]["hyperparameters"]["alpha"] == 0.01
+        dense = next(e for e in meta["weights"] if e["layer"].startswith("Dense"))
+        assert dense["name"] == "kernel" and dense["slots"] == ["m", "v"]
+        kernel = archive[f"weights/{dense['layer']}/0"]
+        layer = ff.get_layer_by_name(dense["layer"])
+        np.testing.assert_array_equal(kernel, layer.get_parameter_by_id(0).get_weights(ff))
+        assert archive[f"optimizer/{dense['layer']}/0/m"].shape == kernel.shape
+        assert set(meta["strategy"]["layers"]) == set(ff.strategy)
+
+
+# ---- malformed files ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A valid checkpoint of the Adam model (its bytes) and the name of its first dense layer."""
+    path = tmp_path_factory.mktemp("ckpt") / "valid.ckpt"
+    ff, x = build("adam")
+    train(ff, x, 1)
+    ff.save_checkpoint(path)
+    return path.read_bytes(), next(layer.name for layer in ff.graph.layers
+                                   if layer.type_name == "Dense")
+
+
+def members(data: bytes) -> dict:
+    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+        return {name: archive[name] for name in archive.files}
+
+
+def rewrite(data: bytes, edit) -> bytes:
+    """The checkpoint with `edit(metadata dict, arrays dict)` applied."""
+    arrays = members(data)
+    meta = json.loads(str(arrays.pop("__checkpoint__")))
+    edit(meta, arrays)
+    out = io.BytesIO()
+    np.savez(out, __checkpoint__=np.array(json.dumps(meta)), **arrays)
+    return out.getvalue()
+
+
+def with_member(data: bytes, name: str, header: dict, body: bytes = b"") -> bytes:
+    """The checkpoint with member `name` replaced by a .npy of this header and body."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as source, zipfile.ZipFile(out, "w") as target:
+        for info in source.infolist():
+            if info.filename != f"{name}.npy":
+                target.writestr(info, source.read(info))
+        npy = io.BytesIO()
+        npy_format.write_array_header_1_0(npy, header)
+        target.writestr(f"{name}.npy", npy.getvalue() + body)
+    return out.getvalue()
+
+
+def drop_weight(meta, arrays, layer):
+    meta["weights"] = [e for e in meta["weights"] if e["layer"] != layer]
+    for name in [n for n in arrays if f"/{layer}/" in n]:
+        del arrays[name]
+
+
+def entry(meta, layer, index=0):
+    return next(e for e in meta["weights"] if e["layer"] == layer and e["index"] == index)
+
+
+MALFORMED = {
+    "missing layer": (lambda d, dense: rewrite(d, lambda m, a: drop_weight(m, a, dense)),
+                      "has no weight 0 of layer '{dense}'"),
+    "extra layer": (lambda d, dense: rewrite(d, lambda m, a: (
+        m["weights"].append(dict(entry(m, dense), layer="Ghost_999", slots=[])),
+        a.update({"weights/Ghost_999/0": a[f"weights/{dense}/0"]}))),
+        "weight 0 of layer 'Ghost_999', which the model does not have"),
+    "shape in metadata": (lambda d, dense: rewrite(d, lambda m, a: entry(m, dense).update(
+        shape=[3, 3])), "weight 0 of layer '{dense}' (kernel) has shape [3, 3]"),
+    "shape of the array": (lambda d, dense: rewrite(d, lambda m, a: a.update(
+        {f"weights/{dense}/0": a[f"weights/{dense}/0"][:, :1]})),
+        "weight 0 (kernel) of layer '{dense}' (entry 'weights/{dense}/0') is float32 of shape"),
+    "dtype in metadata": (lambda d, dense: rewrite(d, lambda m, a: entry(m, dense).update(
+        dtype="float64")), "has dtype 'float64', the model's is 'float32'"),
+    "dtype of the array": (lambda d, dense: rewrite(d, lambda m, a: a.update(
+        {f"optimizer/{dense}/0/m": a[f"optimizer/{dense}/0/m"].astype(np.float64)})),
+        "optimizer slot 'm' of weight 0 (kernel) of layer '{dense}'"),
+    "format version": (lambda d, dense: rewrite(d, lambda m, a: m.update(version=2)),
+                       "checkpoint format version 2"),
+    "negative counter": (lambda d, dense: rewrite(d, lambda m, a: m.update(updates=-1)),
+                         '"updates" must be a non-negative integer'),
+    "slots": (lambda d, dense: rewrite(d, lambda m, a: entry(m, dense).update(slots=["v"])),
+              "has optimizer slots ['v'], the optimizer keeps ['m', 'v']"),
+    "member not described": (lambda d, dense: rewrite(d, lambda m, a: a.update(
+        stray=np.zeros(2))), "entry 'stray' is not described"),
+    "member missing": (lambda d, dense: rewrite(d, lambda m, a: a.pop(
+        f"optimizer/{dense}/0/v")), "no entry 'optimizer/{dense}/0/v'"),
+    "no metadata": (lambda d, dense: with_member(d, "__checkpoint__", {
+        "descr": "<f4", "fortran_order": False, "shape": (0,)}), "should be text"),
+    "metadata not json": (lambda d, dense: with_member(d, "__checkpoint__", {
+        "descr": "<U5", "fortran_order": False, "shape": ()}, "{oops".encode("utf-32-le")),
+        "is not valid JSON"),
+    "oversized metadata": (lambda d, dense: with_member(d, "__checkpoint__", {
+        "descr": "<U1000", "fortran_order": False, "shape": (10 ** 7,)}),
+        "declares 10000000000 characters"),
+    "oversized array": (lambda d, dense: with_member(d, f"weights/{dense}/0", {
+        "descr": "<f4", "fortran_order": False, "shape": (1 << 40,)}),
+        "is float32 of shape (1099511627776,)"),
+    "object array": (lambda d, dense: with_member(d, f"weights/{dense}/0", {
+        "descr": "|O", "fortran_order": False, "shape": (2,)}), "is object of shape (2,)"),
+    "truncated": (lambda d, dense: d[:len(d) // 2], "not a readable zip"),
+    "corrupt data": (lambda d, dense: d[:200] + bytes([d[200] ^ 0xFF]) + d[201:],
+                     "is damaged"),
+    "not a zip": (lambda d, dense: b"step 3\n", "not a readable zip"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_checkpoints_are_refused_naming_the_problem(case, saved, tmp_path):
+    data, dense = saved
+    make, message = MALFORMED[case]
+    path = tmp_path / "bad.ckpt"
+    path.write_bytes(make(data, dense))
+    ff, _ = build("adam")
+    before = all_weights(ff)
+    with pytest.raises(CheckpointError) as error:
+        ff.load_checkpoint(path)
+    assert str(path) in str(error.value) and message.format(dense=dense) in str(error.value)
+    for w, w_before in zip(all_weights(ff), before):
+        np.testing.assert_array_equal(w, w_before)
+
+
+def test_missing_file_and_other_optimizer_are_refused(saved, tmp_path):
+    ff, _ = build("sgd")
+    with pytest.raises(CheckpointError, match="no such file"):
+        ff.load_checkpoint(tmp_path / "absent.ckpt")
+    (tmp_path / "adam.ckpt").write_bytes(saved[0])
+    with pytest.raises(CheckpointError, match="saved with AdamOptimizer, the model trains with "
+                                              "SGDOptimizer"):
+        ff.load_checkpoint(tmp_path / "adam.ckpt")
+    assert issubclass(CheckpointError, ValueError)
+
+
+def mutate(sequence: list, rng, tokens) -> list:
+    """1 to 3 random replacements, insertions or deletions of items of `tokens`."""
+    sequence = list(sequence)
+    for _ in range(rng.integers(1, 4)):
+        at, kind = int(rng.integers(len(sequence))), rng.integers(3)
+        token = tokens[rng.integers(len(tokens))]
+        if kind == 0:
+            sequence[at] = token
+        elif kind == 1:
+            sequence.insert(at, token)
+        else:
+            del sequence[at:at + int(rng.integers(1, 16))]
+    return sequence
+
+
+JSON_TOKENS = list('{}[]",:0123456789-.e ') + ["null", "true", "1e400", "[]", "{}", "NaN"]
+
+
+def test_mutated_files_load_or_raise_checkpoint_error(saved, tmp_path):
+    """Mutated bytes of the file, and mutated text of its metadata: each loads cleanly or
+    raises a CheckpointError (never another exception)."""
+    data = saved[0]
+    arrays = members(data)
+    metadata = str(arrays.pop("__checkpoint__"))
+    rng = np.random.default_rng(0)
+    ff, _ = build("adam")
+    outcomes = set()
+    for trial in range(300):
+        if trial % 2:
+            mutated = bytes(mutate(data, rng, range(256)))
+        else:
+            out = io.BytesIO()
+            text = "".join(mutate(metadata, rng, JSON_TOKENS))
+            np.savez(out, __checkpoint__=np.array(text), **arrays)
+            mutated = out.getvalue()
+        path = tmp_path / f"m{trial}.ckpt"
+        path.write_bytes(mutated)
+        try:
+            ff.load_checkpoint(path)
+            outcomes.add("loaded")
+        except CheckpointError:
+            outcomes.add("refused")
+    assert outcomes == {"loaded", "refused"}

@@ -11,14 +11,19 @@ readable with `np.load(path, allow_pickle=False)`:
 
 Loading matches layers by position among the layers with weights (Keras's default), or by name
 with `by_name=True`. A path without the `.npz` suffix gets it appended, on save and on load.
+Reading and writing go through `flexflow.archive` (atomic writes; each array's declared shape is
+checked before its data is read).
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
+
+from flexflow.archive import Archive, write
+
+MAX_NAME_CHARS = 1 << 20  # of the __format__ and __layers__ entries together
 
 FORMAT = "flexflow.keras.weights/1"
 FORMAT_KEY, LAYERS_KEY = "__format__", "__layers__"
@@ -41,16 +46,10 @@ def save(path, layers: list[LayerWeights]) -> Path:
     if repeated:
         raise ValueError(f"layers with weights need unique names to be saved; repeated: "
                          f"{repeated}")
-    path = npz_path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     arrays = {f"{name}/{weight}": np.asarray(array, np.float32)
               for name, weights in layers for weight, array in weights}
-    partial = path.with_name(path.name + ".partial")
-    with open(partial, "wb") as f:
-        np.savez(f, **{FORMAT_KEY: np.array(FORMAT), LAYERS_KEY: np.array(names, dtype=str)},
-                 **arrays)
-    os.replace(partial, path)
-    return path
+    return write(npz_path(path), {FORMAT_KEY: np.array(FORMAT),
+                                  LAYERS_KEY: np.array(names, dtype=str), **arrays})
 
 
 def load(path, model_layers: list[LayerWeights], by_name: bool = False) -> list[list]:
@@ -58,29 +57,27 @@ def load(path, model_layers: list[LayerWeights], by_name: bool = False) -> list[
     path = npz_path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no weights file at {path}")
-    try:
-        archive = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as error:
-        raise ValueError(f"{path} is not a weights file ({error})") from None
-    with archive:
-        if (FORMAT_KEY not in archive.files or str(archive[FORMAT_KEY]) != FORMAT
-                or LAYERS_KEY not in archive.files):
+    with Archive(path, ValueError, "weights file") as archive:
+        if (FORMAT_KEY not in archive.names or LAYERS_KEY not in archive.names
+                or str(archive.text(FORMAT_KEY, MAX_NAME_CHARS)) != FORMAT):
             raise ValueError(f"{path} is not a weights file written by save_weights (no "
                              f"{FORMAT_KEY} = {FORMAT!r} entry)")
-        file_layers = [str(n) for n in archive[LAYERS_KEY]]
+        file_layers = [str(n) for n in np.atleast_1d(archive.text(LAYERS_KEY, MAX_NAME_CHARS))]
         sources = _match(path, file_layers, [name for name, _ in model_layers], by_name)
         result = []
         for source, (name, weights) in zip(sources, model_layers):
             arrays = []
             for weight, shape in weights:
                 key = f"{source}/{weight}"
-                if key not in archive.files:
+                if key not in archive.names:
                     raise ValueError(f"{path} has no weight {key!r} for layer '{name}'")
-                array = archive[key]
-                if array.shape != tuple(shape):
-                    raise ValueError(f"{path}: weight {key!r} has shape {array.shape}, layer "
+                declared, dtype = archive.header(key)
+                if declared != tuple(shape):
+                    raise ValueError(f"{path}: weight {key!r} has shape {declared}, layer "
                                      f"'{name}' expects {tuple(shape)}")
-                arrays.append(array)
+                if dtype.kind not in "fiu":
+                    raise ValueError(f"{path}: weight {key!r} is {dtype}, not numbers")
+                arrays.append(archive.array(key, declared, dtype, f"weight {key!r}"))
             result.append(arrays)
     return result
 
