@@ -7,6 +7,7 @@ command line, as FlexFlow's Keras models do; `ffconfig=` (ours) passes one inste
 
 from __future__ import annotations
 
+from flexflow import archive, checkpoint
 from flexflow.core import CompMode, FFConfig, FFModel
 
 from .. import losses, metrics as metrics_module, optimizers
@@ -211,7 +212,15 @@ class BaseModel:
         return weights_file.save(filepath, self._layer_weights(arrays=True))
 
     def load_weights(self, filepath, by_name=False) -> None:
-        """Read weights written by save_weights: layer by layer in order, or by layer name."""
+        """Read weights written by save_weights (layer by layer in order, or by layer name), or
+        a full checkpoint written by ModelCheckpoint / FFModel.save_checkpoint, told apart by
+        content. A checkpoint restores the whole training state, matching layers by their
+        FFModel names (`by_name` does not apply); fit(initial_epoch=N) then resumes it."""
+        self._require_compiled("load_weights")
+        if archive.is_archive_with(filepath, checkpoint.METADATA):
+            self._ffmodel.load_checkpoint(filepath)
+            self._optimizer.lr = float(self._ffmodel.optimizer.lr)  # a scheduled rate
+            return
         arrays = weights_file.load(filepath, self._layer_weights(arrays=False), by_name)
         for layer, values in zip(self._weighted_layers(), arrays):
             layer.set_weights(self._ffmodel, values)

@@ -45,6 +45,8 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
         verbose=verbose, do_validation=val is not None, metrics=keys))
     ffmodel, config = model.ffmodel, model.ffconfig
     rng = np.random.default_rng(config.seed)
+    for _ in range(int(initial_epoch) if shuffle else 0):
+        rng.permutation(len(train))  # the earlier epochs' orders: a resumed run shuffles alike
     model.stop_training = False
     callback_list.on_train_begin()
     start, iterations, epochs_run, logs = config.get_current_time(), 0, 0, {}
