@@ -7,17 +7,17 @@ built from the same script, under any strategy and on any number of devices: wei
 are held whole here and sliced again into the boxes the target's strategy places. Training after
 a restore gives the same numbers as training that never stopped.
 
-`save(model, path)` / `load(model, path)` (`FFModel.save_checkpoint` / `load_checkpoint`) keep
-that state in a file: a NumPy `.npz` archive (a zip of `.npy` arrays, read with pickling off;
-see `archive.py`), written atomically to exactly `path`, holding
+`save(path, state, model)` / `load(path, model)` (`FFModel.save_checkpoint` /
+`load_checkpoint`) keep that state in a file: a NumPy `.npz` archive (a zip of `.npy` arrays,
+read with pickling off; see `archive.py`), written atomically to exactly `path`, holding
 
 * `__checkpoint__`: a 0-d string array, JSON metadata:
   `{"format": "flexflow.checkpoint", "version": 1, "step": S, "updates": U, "epoch": E,
   "iteration": I, "strategy": {"layers": {...}}, "optimizer": {"type": "AdamOptimizer",
   "hyperparameters": {"alpha": ..., ...}} or null, "weights": [{"layer": "Conv2D_100", "index": 0,
   "name": "kernel", "shape": [4, 2, 3, 3], "dtype": "float32", "slots": ["m", "v"]}, ...]}`.
-  `strategy` is the one the run used, in the JSON strategy-file form (`scheduler/strategy_file.py`),
-  for information: loading restores into any strategy;
+  `strategy` is the one the run used, in the JSON strategy-file form
+  (`scheduler/strategy_file.py`), for information: loading restores into any strategy;
 * `weights/<layer name>/<index>`: each weight, whole, of the layers that own weights (a shared
   weight is stored once, under its owner);
 * `optimizer/<layer name>/<index>/<slot>`: the optimizer's state of that weight, whole (`v` for
@@ -129,12 +129,10 @@ def check_fits(model, state: TrainingState, source: str) -> None:
 
 
 # ---- files --------------------------------------------------------------------------------------
-def save(model, path, position: tuple[int, int] | None = None):
-    """Write the model's training state to `path`; `position` (epoch, iteration) replaces fit's
-    own, for training loops other than fit. Returns the path."""
-    state = capture(model)
-    if position is not None:
-        state.epoch, state.iteration = (int(p) for p in position)
+def save(path, state: TrainingState, model):
+    """Write `state`, captured from `model` (whose layers name the arrays and whose optimizer
+    gives the hyper-parameters), to `path`. Returns the path."""
+    check_fits(model, state, "training state")
     layers = model.graph.layers
     arrays, entries = {}, []
     for ref, spec in weight_specs(model).items():
@@ -157,7 +155,7 @@ def save(model, path, position: tuple[int, int] | None = None):
     return write(path, {METADATA: np.array(json.dumps(metadata)), **arrays})
 
 
-def load(model, path) -> TrainingState:
+def load(path, model) -> TrainingState:
     """Check the checkpoint at `path` against the compiled model, then restore it (and the
     optimizer's hyper-parameters). Returns the state read."""
     model._require_compiled("load_checkpoint")

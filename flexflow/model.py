@@ -668,15 +668,16 @@ class FFModel:
         """Write the training state (weights, optimizer state, counters, fit's position,
         strategy) to `path`, format in flexflow/checkpoint.py; returns the path. `epoch` and
         `iteration` record a position other than fit's own, for other training loops."""
-        self._require_compiled("save_checkpoint")
-        position = None if epoch is None else (epoch, iteration)
-        return checkpoint.save(self, path, position)
+        state = checkpoint.capture(self)
+        if epoch is not None:
+            state.epoch, state.iteration = int(epoch), int(iteration)
+        return checkpoint.save(path, state, self)
 
     def load_checkpoint(self, path) -> None:
         """Restore a checkpoint of a model built the same way, under any strategy and device
         count, after checking all of it (`CheckpointError` naming the problem). The next `fit`
         resumes at the saved epoch and iteration, with the saved optimizer hyper-parameters."""
-        checkpoint.load(self, path)
+        checkpoint.load(path, self)
 
     # ---- host access used by Tensor / Parameter ------------------------------------------------
     def _is_label(self, tensor_id: int) -> bool:
