@@ -668,6 +668,7 @@ class FFModel:
         """Write the training state (weights, optimizer state, counters, fit's position,
         strategy) to `path`, format in flexflow/checkpoint.py; returns the path. `epoch` and
         `iteration` record a position other than fit's own, for other training loops."""
+        self._require_compiled("save_checkpoint")
         state = checkpoint.capture(self)
         if epoch is not None:
             state.epoch, state.iteration = int(epoch), int(iteration)
