@@ -14,7 +14,9 @@ group of the TaskGraph. So the simulator schedules exactly those groups:
 
 Every device, link resource and core is one FIFO resource; events are processed in time order
 (event-driven list scheduling), ties by group order. The predicted iteration time is the last
-group's end plus the per-iteration overhead.
+group's end plus the per-iteration overhead. Asked to (`record_transfers`, for pictures), the
+full simulation also lists when each link resource was busy with which transfer
+(`Simulation.transfers`); the search never asks, so its thousands of simulations skip that.
 
 Memory: per device, the activations and gradients it keeps for the iteration (the executor keeps
 them until the next forward), the weights it holds with their gradients, and on each owner the
@@ -33,6 +35,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..ops.graph import Graph
 from . import actions as A
@@ -61,6 +64,14 @@ class GroupPlan:
     task_ms: tuple[float, ...] = ()  # ... with each task's time
 
 
+class Transfer(NamedTuple):
+    """A link resource busy with one hop of one transfer (latency included), in ms."""
+
+    resource: str
+    start: float
+    end: float
+
+
 @dataclass
 class Simulation:
     time: float                      # ms: predicted iteration time
@@ -69,6 +80,7 @@ class Simulation:
     plans: list[GroupPlan] = field(default_factory=list)
     starts: list[float] = field(default_factory=list)
     ends: list[float] = field(default_factory=list)
+    transfers: list[Transfer] = field(default_factory=list)  # when recording was asked for
 
     @property
     def over(self) -> list[tuple[int, int, int]]:
@@ -95,8 +107,10 @@ def check_memory(simulation: Simulation, what: str) -> None:
 
 
 # ---- scheduling ---------------------------------------------------------------------------------
-def _transfer(route: Route, nbytes: float, ready: float, free: dict[str, float]) -> float:
-    """When `nbytes` sent at `ready` arrive; books the route's resources (FIFO)."""
+def _transfer(route: Route, nbytes: float, ready: float, free: dict[str, float],
+              transfers: list[Transfer] | None) -> float:
+    """When `nbytes` sent at `ready` arrive; books the route's resources (FIFO), and lists the
+    bookings in `transfers` unless it is None."""
     for hop in route:
         start = ready
         for resource in hop.resources:
@@ -106,11 +120,15 @@ def _transfer(route: Route, nbytes: float, ready: float, free: dict[str, float])
         ready = start + hop.latency + nbytes / hop.bandwidth
         for resource in hop.resources:
             free[resource] = ready
+            if transfers is not None:
+                transfers.append(Transfer(resource, start, ready))
     return ready
 
 
-def schedule(plans: list[GroupPlan], machine: MachineModel) -> tuple[list[float], list[float]]:
-    """Start and end (ms) of every group; see the module docstring for the rules."""
+def schedule(plans: list[GroupPlan], machine: MachineModel,
+             transfers: list[Transfer] | None = None) -> tuple[list[float], list[float]]:
+    """Start and end (ms) of every group; see the module docstring for the rules. Given a list
+    `transfers`, every link booking is appended to it."""
     n = len(plans)
     hop, receive = machine.overheads.hop, machine.overheads.receive
     waiting = [len(p.receive_from) + len(p.after) for p in plans]
@@ -137,18 +155,18 @@ def schedule(plans: list[GroupPlan], machine: MachineModel) -> tuple[list[float]
             for j in plan.receive_from:
                 source = plans[j]
                 route = routes[(source.device, device)]
-                if len(route) == 1 and len(route[0].resources) == 1:  # _transfer, inlined
-                    hop_, resource = route[0], route[0].resources[0]
+                if transfers is None and len(route) == 1 and len(route[0].resources) == 1:
+                    hop_, resource = route[0], route[0].resources[0]  # _transfer, inlined
                     start = free.get(resource, 0.0)
                     if start < t:
                         start = t
                     arrived = free[resource] = start + hop_.latency + source.sent / hop_.bandwidth
                 else:
-                    arrived = _transfer(route, source.sent, t, free)
+                    arrived = _transfer(route, source.sent, t, free, transfers)
                 if arrived > ready:
                     ready = arrived
             if plan.feeds:
-                arrived = _transfer(machine.host_routes[device], plan.feeds, t, free)
+                arrived = _transfer(machine.host_routes[device], plan.feeds, t, free, transfers)
                 if arrived > ready:
                     ready = arrived
             push(events, (ready, i, 1))
@@ -283,18 +301,22 @@ class Simulator:
             return 0.0
         return float(sum(self.graph.tensors[t].spec.nbytes for t in tensors))
 
-    def _finish(self, plans: list[GroupPlan], memory: list[int]) -> Simulation:
-        starts, ends = schedule(plans, self.machine)
+    def _finish(self, plans: list[GroupPlan], memory: list[int],
+                record_transfers: bool = False) -> Simulation:
+        transfers: list[Transfer] | None = [] if record_transfers else None
+        starts, ends = schedule(plans, self.machine, transfers)
         time = self.machine.overheads.iteration + max(ends, default=0.0)
-        return Simulation(time, memory, self._capacity(), plans, starts, ends)
+        return Simulation(time, memory, self._capacity(), plans, starts, ends, transfers or [])
 
     # ---- full ---------------------------------------------------------------------------------
-    def simulate_full(self, strategy: Strategy) -> Simulation:
-        """Build the task graph from scratch, fuse it as the executor does, simulate."""
+    def simulate_full(self, strategy: Strategy, record_transfers: bool = False) -> Simulation:
+        """Build the task graph from scratch, fuse it as the executor does, simulate;
+        `record_transfers` fills `Simulation.transfers` (for pictures)."""
         taskgraph = build_task_graph(self.graph, strategy, self.num_devices, self.objective)
-        return self.simulate_taskgraph(taskgraph)
+        return self.simulate_taskgraph(taskgraph, record_transfers)
 
-    def simulate_taskgraph(self, taskgraph: TaskGraph) -> Simulation:
+    def simulate_taskgraph(self, taskgraph: TaskGraph,
+                           record_transfers: bool = False) -> Simulation:
         forwards = {(t.action.layer, t.action.part): t.action for t in taskgraph.tasks
                     if isinstance(t.action, A.Forward)}
 
@@ -323,7 +345,7 @@ class Simulator:
         for t in taskgraph.tasks:
             for device, nbytes in self.memory_model.task(t):
                 memory[device] += nbytes
-        return self._finish(plans, memory)
+        return self._finish(plans, memory, record_transfers)
 
     # ---- delta --------------------------------------------------------------------------------
     def simulate(self, strategy: Strategy) -> Simulation:

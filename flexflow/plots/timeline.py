@@ -1,6 +1,6 @@
 """Simulated timelines: one Gantt chart per strategy, stacked on one time axis, with a row per
 device (each fused Dask task it runs, framed, with its tasks coloured by what they do) and a row
-per link resource (the transfers booked on it, when the simulation records them)."""
+per link resource (the transfers booked on it, which the simulation records when asked to)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ class Bar:
 
 def bars(simulation) -> list[Bar]:
     """Per device, each fused task's frame, its overhead and its tasks in order (a full
-    simulation keeps them); per link resource, the transfers when the simulation records them
-    (`simulation.transfers`: (resource, start, end) triples)."""
+    simulation keeps them); per link resource, the transfers booked on it
+    (`simulation.transfers`: (resource, start, end) triples, recorded when asked for)."""
     out = []
     for plan, start, end in zip(simulation.plans, simulation.starts, simulation.ends):
         row = f"device {plan.device}"
@@ -41,7 +41,7 @@ def bars(simulation) -> list[Bar]:
             phase = ACTION_PHASES.get(type(task.action).__name__, "send")
             out.append(Bar(row, clock, clock + ms, phase))
             clock += ms
-    for resource, start, end in getattr(simulation, "transfers", ()):
+    for resource, start, end in simulation.transfers:
         out.append(Bar(f"link {resource}", start, end, "transfer"))
     return out
 
@@ -61,9 +61,13 @@ def draw(path: str, panels: Sequence[tuple[str, object]]) -> None:
     for ax, (title, simulation), group in zip(axes, panels, panel_bars):
         index = {row: i for i, row in enumerate(rows)}
         for bar in group:
+            colour = PHASE_COLOURS[bar.phase]
+            # a frame in dark grey; a transfer edged in its own colour, so that one of a few
+            # microseconds still shows as a hairline
+            edge = "#333333" if bar.outline else colour if bar.phase == "transfer" else "none"
             ax.broken_barh([(bar.start, max(bar.end - bar.start, 1e-9))],
-                           (index[bar.row] - 0.4, 0.8), facecolors=PHASE_COLOURS[bar.phase],
-                           edgecolors="#333333" if bar.outline else "none", linewidth=0.6)
+                           (index[bar.row] - 0.4, 0.8), facecolors=colour, edgecolors=edge,
+                           linewidth=0.6)
         ax.set_yticks(range(len(rows)), rows, fontsize=8)
         ax.set_ylim(len(rows) - 0.5, -0.5)
         ax.set_title(f"{title}: {simulation.time:.2f} ms per iteration (simulated)", fontsize=9)
@@ -89,9 +93,12 @@ def draw_strategies(path: str, simulator, chosen) -> None:
     from ..scheduler.strategy import data_parallel_strategy
 
     baseline = data_parallel_strategy(simulator.graph, simulator.num_devices)
+
+    def simulate(strategy):
+        return simulator.simulate_full(strategy, record_transfers=True)
     if dict(chosen) == baseline:
-        panels = [("data parallel (the strategy used)", simulator.simulate_full(baseline))]
+        panels = [("data parallel (the strategy used)", simulate(baseline))]
     else:
-        panels = [("the strategy used", simulator.simulate_full(chosen)),
-                  ("data parallel", simulator.simulate_full(baseline))]
+        panels = [("the strategy used", simulate(chosen)),
+                  ("data parallel", simulate(baseline))]
     draw(path, panels)

@@ -12,6 +12,8 @@ from flexflow import cli
 from flexflow.core import FFConfig, FFModel, SGDOptimizer
 from flexflow.plots import PlotError, timeline
 from flexflow.scheduler import actions as A
+from flexflow.scheduler import machine as machine_module
+from flexflow.scheduler.simulator import Simulator
 from flexflow.scheduler.strategy import StrategyError
 
 from .run import TINY_MLP, launch
@@ -149,3 +151,34 @@ def test_timeline_draws_link_rows(tmp_path):
     timeline.draw(str(tmp_path / "t.svg"), [("hand-made", hand_made_simulation())])
     texts = svg_texts(tmp_path / "t.svg", min_bytes=2000)
     assert "link nic-out0" in texts and "hand-made: 14.00 ms per iteration" in texts
+
+
+def test_timeline_of_a_two_device_model_has_a_row_per_link(tmp_path):
+    """Data parallelism on 2 devices: the gradients and weights cross the NVLinks and the
+    batches come over PCIe; each booking lies between its sender's end and its receiver's
+    start, and each link gets its row in the picture."""
+    pytest.importorskip("matplotlib")
+    (tmp_path / "machine.txt").write_text(MACHINE)
+    picture = tmp_path / "timeline.png"
+    ff = FFModel(FFConfig(argv=["-ll:gpu", "2", "--in-process", "-b", "8",
+                                "--machine-model-version", "1", "--machine-model-file",
+                                str(tmp_path / "machine.txt"), "--timeline", str(picture)]))
+    ff.softmax(ff.dense(ff.dense(ff.create_tensor([8, 16]), 32), 4))
+    ff.compile(optimizer=SGDOptimizer(ff, 0.1))
+    assert_valid_png(picture)
+    machine = machine_module.read(str(tmp_path / "machine.txt"))
+    simulation = Simulator(ff.graph, ff.objective, machine).simulate_full(
+        ff.strategy, record_transfers=True)
+    plans = simulation.plans
+    expected = {resource for i, plan in enumerate(plans) for j in plan.receive_from
+                for hop in machine.route(plans[j].device, plan.device)
+                for resource in hop.resources}
+    expected |= {resource for plan in plans if plan.feeds
+                 for hop in machine.host_routes[plan.device] for resource in hop.resources}
+    assert {"nvlink0-1", "nvlink1-0", "pci-to-dev0", "pci-to-dev1"} <= expected
+    assert {t.resource for t in simulation.transfers} == expected
+    for t in simulation.transfers:
+        assert 0 < t.start < t.end <= max(simulation.starts)
+        assert any(start >= t.end for start in simulation.starts)
+    rows = {bar.row for bar in timeline.bars(simulation)}
+    assert {f"link {resource}" for resource in expected} <= rows

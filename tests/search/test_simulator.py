@@ -42,6 +42,12 @@ def send(tensor, elements, dst):
     return A.Send(tensor, Box(((0, elements),)), dst, False)
 
 
+def bookings(simulation):
+    """The recorded transfers as (resources, their start and end times flattened)."""
+    return ([t.resource for t in simulation.transfers],
+            [ms for t in simulation.transfers for ms in (t.start, t.end)])
+
+
 def test_chain_across_devices_waits_for_hops_and_transfers():
     # d0: a, b (sends 1000 bytes to d1) | d1: c | d0: d  ->  three fused tasks in a chain
     tasks = [Task("a", 0, "forward", A.Receive()),
@@ -70,6 +76,40 @@ def test_a_shared_link_serves_transfers_first_come_first_served():
     # on one link the second waits for the first: 6.5 .. 8.6, then 8.6 .. 10.7
     assert shared.ends[1:] == pytest.approx([8.6 + 1.5, 10.7 + 1.5])
     assert shared.time == pytest.approx(12.2 + 3.0)
+
+
+def test_recorded_transfers_are_the_link_bookings():
+    tasks = [Task("a", 0, "forward", send(0, 250, 1)),
+             Task("b", 0, "forward", send(0, 250, 2)),
+             Task("c", 1, "forward", A.Receive(), ("a",)),
+             Task("d", 2, "forward", A.Receive(), ("b",)),
+             Task("load", 2, "forward", A.Load(1, Box(((0, 500),))), ("d",))]
+    graph = graph_with((250,), (1000,))
+    simulator = Simulator(graph, None, machine(3, shared_link=True))
+    plain = simulator.simulate_taskgraph(TaskGraph(tasks))
+    recorded = simulator.simulate_taskgraph(TaskGraph(tasks), record_transfers=True)
+    assert plain.transfers == []
+    assert (recorded.starts, recorded.ends, recorded.time) == (plain.starts, plain.ends,
+                                                               plain.time)
+    # the two fetches of d0's 2000 bytes share the link one after the other (as in the test
+    # above); d2's fused task, dispatched at 6.5, also loads 4000 bytes over the client's
+    # route meanwhile: 0.1 + 4 ms
+    assert bookings(recorded) == (["nic", "nic", "client"],
+                                  pytest.approx([6.5, 8.6, 8.6, 10.7, 6.5, 10.6]))
+
+
+def test_a_transfer_books_every_hop_of_its_route():
+    nodes = MachineModel({"free": FREE}, ("free",) * 2, (0, 1),
+                         {(0, 1): (Hop(("out0",), 0.1, 1000.0), Hop(("in1", "bus"), 0.2, 500.0)),
+                          (1, 0): (Hop(("out1",), 0.1, 1000.0),)},
+                         tuple((Hop(("client",), 0.1, 1000.0),) for _ in range(2)), OVERHEADS)
+    tasks = [Task("a", 0, "forward", send(0, 250, 1)),
+             Task("b", 1, "forward", A.Receive(), ("a",))]
+    sim = Simulator(graph_with((250,)), None, nodes).simulate_taskgraph(TaskGraph(tasks), True)
+    # d0 runs 2 .. 3.5; the fetch, dispatched at 5.5, leaves in 0.1 + 1 ms, then holds both
+    # resources of the second hop for 0.2 + 2 ms
+    assert bookings(sim) == (["out0", "in1", "bus"], pytest.approx([5.5, 6.6, 6.6, 8.8, 6.6, 8.8]))
+    assert sim.ends[1] == pytest.approx(8.8 + 1.5)
 
 
 def test_devices_sharing_one_core_run_one_at_a_time():
