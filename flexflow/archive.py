@@ -10,6 +10,7 @@ corrupt or non-zip file raises the caller's error type naming the file and the m
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 import zipfile
@@ -73,9 +74,14 @@ class Archive:
         self._zip.close()
 
     def header(self, name: str) -> tuple[tuple[int, ...], np.dtype]:
-        """The shape and dtype the member declares (nothing of its data is read)."""
+        """The shape and dtype the member declares (nothing of its data is read); declaring
+        more data than the member holds is damage."""
         with self._member(name) as f:
             shape, _, dtype = self._read_header(f, name)
+        stored = self._zip.getinfo(f"{name}.npy").file_size
+        if math.prod(shape) * dtype.itemsize > stored:
+            raise self.error(f"{self.path}: entry {name!r} declares {dtype} of shape {shape}, "
+                             f"more than the {stored} bytes it holds")
         return shape, dtype
 
     def array(self, name: str, shape: tuple[int, ...], dtype, what: str) -> np.ndarray:

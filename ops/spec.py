@@ -8,6 +8,7 @@ from enum import Enum
 FLOAT_DTYPES = ("float32", "float64")
 INT_DTYPES = ("int32", "int64")
 DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
+MAX_ELEMENTS = 1 << 40  # larger declared shapes come from mistakes or hostile files, not models
 
 
 class ShapeError(ValueError):
@@ -36,6 +37,9 @@ class TensorSpec:
             raise ShapeError(f"unsupported dtype {self.dtype!r}; expected one of {DTYPES}")
         if any((not isinstance(n, int)) or n <= 0 for n in self.shape):
             raise ShapeError(f"dimensions must be positive integers, got {self.shape}")
+        if self.size > MAX_ELEMENTS:
+            raise ShapeError(f"shape {self.shape} has {self.size} elements, more than "
+                             f"{MAX_ELEMENTS}")
 
     @property
     def ndim(self) -> int:

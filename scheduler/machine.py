@@ -11,12 +11,16 @@ Units everywhere in the simulator: milliseconds and bytes (bandwidths in bytes p
 FlexFlow's simulator.
 
 Sources: `calibrate.calibrate` (the live cluster), `read` (FlexFlow's version-1 machine file or
-our JSON form), `preset` (named clusters for planning).
+our JSON form), `preset` (named clusters for planning). A file that cannot be read, is malformed
+or describes an impossible machine (more than `MAX_DEVICES` devices, a missing link, a number
+that is not finite or has the wrong sign) raises `MachineError` naming the file and the line or
+entry, before any route is built.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
@@ -24,6 +28,7 @@ from typing import Callable
 GB = 1e9 / 1e3  # bytes per ms in one GB/s
 FLEXFLOW_GB = 1024 * 1024  # FlexFlow's machine files: "GB/s" x 1024 x 1024 = bytes per ms
 METRICS_BYTES = 256  # a loss task's metric sums
+MAX_DEVICES = 1024  # a machine model holds a route per ordered pair of devices
 
 
 class MachineError(ValueError):
@@ -155,14 +160,36 @@ class MachineModel:
                                  data.get("cores_per_node"),
                                  {k: dict(v) for k, v in data.get("costs_ms", {}).items()},
                                  dict(data.get("partial_bytes", {})), data.get("name", source))
-        except (KeyError, TypeError, ValueError) as error:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as error:
             raise MachineError(f"{source}: not a valid machine model ({type(error).__name__}: "
                                f"{error})") from None
         model.check(source)
         return model
 
     def check(self, source: str) -> None:
+        """Refuse what the simulator cannot use: too many devices, undefined kinds, missing
+        links, and numbers that are not finite or not of the sign they must have."""
         n = self.num_devices
+        if not 1 <= n <= MAX_DEVICES:
+            raise MachineError(f"{source}: {n} devices; a machine model has 1 to {MAX_DEVICES}")
+        for kind in self.kinds.values():
+            if not (all(_positive(x) for x in (kind.memory, kind.peak_flops, kind.mem_bandwidth,
+                                               kind.efficiency))
+                    and _non_negative(kind.kernel_overhead)):
+                raise MachineError(f"{source}: device kind {kind.name!r} needs a positive memory, "
+                                   f"peak FLOP rate, memory bandwidth and efficiency, and a "
+                                   f"kernel overhead >= 0")
+        if not all(_non_negative(t) for t in vars(self.overheads).values()):
+            raise MachineError(f"{source}: overheads must be numbers >= 0, got {self.overheads}")
+        if self.cores_per_node is not None and not (
+                type(self.cores_per_node) is int and self.cores_per_node >= 1):
+            raise MachineError(f"{source}: cores_per_node must be a whole number >= 1 or null, "
+                               f"got {self.cores_per_node!r}")
+        if not all(isinstance(c, dict) and all(_non_negative(ms) for ms in c.values())
+                   for c in self.costs.values()):
+            raise MachineError(f"{source}: kernel costs must be numbers of ms >= 0 per kind")
+        if not all(type(b) is int and b >= 0 for b in self.partial_bytes.values()):
+            raise MachineError(f"{source}: partial sizes must be whole numbers of bytes >= 0")
         unknown = sorted(set(self.device_kinds) - set(self.kinds))
         if unknown:
             raise MachineError(f"{source}: devices of undefined kinds {unknown}")
@@ -174,9 +201,20 @@ class MachineModel:
         if len(self.host_routes) != n:
             raise MachineError(f"{source}: {len(self.host_routes)} host links for {n} devices")
         for route in list(self.routes.values()) + list(self.host_routes):
-            if any(h.bandwidth <= 0 or h.latency < 0 for h in route):
+            if not all(_positive(h.bandwidth) and _non_negative(h.latency) for h in route):
                 raise MachineError(f"{source}: links need a positive bandwidth and a latency "
                                    f">= 0")
+
+
+def _positive(x) -> bool:
+    return _non_negative(x) and x > 0
+
+
+def _non_negative(x) -> bool:
+    """A finite number >= 0 (an int of any size, or a float; not a bool)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    return (isinstance(x, int) or math.isfinite(x)) and x >= 0
 
 
 def save(machine: MachineModel, path: str) -> None:
@@ -288,9 +326,12 @@ def parse_flexflow(text: str, source: str) -> dict[str, object]:
             values[key] = tuple(path)
         elif key in known:
             try:
-                values[key] = float(value)
+                number = float(value)
             except ValueError:
-                raise MachineError(f"{where}: {key} must be a number, got {value!r}") from None
+                number = math.nan
+            if not math.isfinite(number):
+                raise MachineError(f"{where}: {key} must be a number (finite), got {value!r}")
+            values[key] = number
         else:
             raise MachineError(f"{where}: unknown key {key!r}")
     return values
@@ -304,10 +345,13 @@ def from_flexflow(text: str, source: str, gpu_memory: int | None = None) -> Mach
     the bandwidth, as FlexFlow models them."""
     v = parse_flexflow(text, source)
     for key in ("num_nodes", "num_sockets_per_node", "num_gpus_per_socket"):
-        if v.get(key, 0) < 1:
-            raise MachineError(f"{source}: {key} must be given and at least 1")
+        if v.get(key, 0) < 1 or v[key] != int(v[key]):
+            raise MachineError(f"{source}: {key} must be given, a whole number of at least 1")
     nodes, sockets, gpus = (int(v[k]) for k in ("num_nodes", "num_sockets_per_node",
                                                   "num_gpus_per_socket"))
+    if nodes * sockets * gpus > MAX_DEVICES:
+        raise MachineError(f"{source}: {nodes} x {sockets} x {gpus} GPUs; a machine model has at "
+                           f"most {MAX_DEVICES}")
     ext = {k: v.get(k, default) for k, default in EXTENSIONS.items()}
     memory = (int(ext["gpu_fb_mem_mb"]) << 20 if ext["gpu_fb_mem_mb"] else
               gpu_memory or (16 << 30))
@@ -351,7 +395,9 @@ def from_flexflow(text: str, source: str, gpu_memory: int | None = None) -> Mach
 
     overheads = Overheads(float(ext["task_overhead"]), float(ext["action_overhead"]),
                           float(ext["hop_latency"]), float(ext["iteration_overhead"]))
-    return cluster(Path(source).name, kind, nodes, per_node, link, host, overheads)
+    machine = cluster(Path(source).name, kind, nodes, per_node, link, host, overheads)
+    machine.check(source)
+    return machine
 
 
 def read(path: str, gpu_memory: int | None = None) -> MachineModel:
@@ -363,8 +409,11 @@ def read(path: str, gpu_memory: int | None = None) -> MachineModel:
     if text.lstrip().startswith("{"):
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise MachineError(f"{path}: not valid JSON ({error})") from None
+        except (ValueError, RecursionError) as error:  # bad syntax, huge numbers, deep nesting
+            raise MachineError(f"{path}: not valid JSON ({type(error).__name__}: "
+                               f"{str(error)[:200]})") from None
+        if not isinstance(data, dict):
+            raise MachineError(f"{path}: expected a JSON object")
         return MachineModel.from_json(data, path)
     return from_flexflow(text, path, gpu_memory)
 

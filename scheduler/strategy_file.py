@@ -8,7 +8,9 @@ JSON: `{"layers": {"<name>": {"degrees": [...batch-first...], "devices": [...]}}
 
 Reading checks the file's form only; `load` also checks it against a model (every layer present,
 nothing unknown, each config fits), so a mismatched file is rejected rather than silently
-replaced by data parallelism.
+replaced by data parallelism. Every defect, of form or fit, raises `StrategyError` naming the
+file and the op; sizes are bounded (`MAX_DIMS` dims, `MAX_DEVICES` partitions and device ids)
+before anything is built from them.
 """
 
 from __future__ import annotations
@@ -64,16 +66,7 @@ def loads_text(text: str, source: str = "<text>") -> dict[str, ParallelConfig]:
         legion = [take_int(f"a degree of {name}", 1, MAX_DEVICES) for _ in range(ndims)]
         count = take_int(f"the number of device ids of {name}", 0, MAX_DEVICES)
         devices = tuple(take_int(f"a device id of {name}", 0, MAX_DEVICES) for _ in range(count))
-        degrees = tuple(reversed(legion))
-        parts = 1
-        for d in degrees:
-            parts *= d
-        if count == 0:
-            devices = tuple(range(parts))
-        elif count != parts:
-            raise StrategyError(f"{source}: op {name!r} has {parts} partitions but {count} "
-                                f"device ids")
-        strategy[name] = ParallelConfig(degrees, devices)
+        strategy[name] = _config(source, name, tuple(reversed(legion)), devices)
     if position != len(tokens):
         raise StrategyError(f"{source}: unexpected text after the last op: {tokens[position]!r}")
     return strategy
@@ -88,22 +81,41 @@ def dumps_json(strategy: dict[str, ParallelConfig]) -> str:
 def loads_json(text: str, source: str = "<json>") -> dict[str, ParallelConfig]:
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise StrategyError(f"{source}: not valid JSON ({error})") from None
+    except (ValueError, RecursionError) as error:  # bad syntax, huge numbers, deep nesting
+        raise StrategyError(f"{source}: not valid JSON ({type(error).__name__}: "
+                            f"{str(error)[:200]})") from None
     if not isinstance(data, dict) or not isinstance(data.get("layers"), dict):
         raise StrategyError(f'{source}: expected an object with a "layers" object')
     strategy = {}
     for name, entry in data["layers"].items():
-        try:
-            degrees = tuple(int(d) for d in entry["degrees"])
-            devices = tuple(int(d) for d in entry["devices"])
-        except (TypeError, KeyError, ValueError):
+        lists = [entry.get(key) if isinstance(entry, dict) else None
+                 for key in ("degrees", "devices")]
+        if not all(isinstance(v, list) and all(type(d) is int for d in v) for v in lists):
             raise StrategyError(f'{source}: layer {name!r} needs integer lists "degrees" and '
-                                f'"devices"') from None
-        if not degrees or any(d < 1 for d in degrees) or any(d < 0 for d in devices):
-            raise StrategyError(f"{source}: layer {name!r} has invalid degrees or devices")
-        strategy[name] = ParallelConfig(degrees, devices)
+                                f'"devices"')
+        degrees, devices = lists
+        if not 1 <= len(degrees) <= MAX_DIMS or any(d < 1 for d in degrees) or any(
+                not 0 <= d <= MAX_DEVICES for d in devices):
+            raise StrategyError(f"{source}: layer {name!r} has invalid degrees or devices (1 to "
+                                f"{MAX_DIMS} degrees >= 1, device ids 0..{MAX_DEVICES})")
+        strategy[name] = _config(source, name, tuple(degrees), tuple(devices))
     return strategy
+
+
+def _config(source: str, name: str, degrees: tuple[int, ...], devices: tuple[int, ...]):
+    """The config of layer `name`; no device ids means partition p on device p."""
+    parts = 1
+    for d in degrees:
+        parts *= d
+    if parts > MAX_DEVICES:
+        raise StrategyError(f"{source}: op {name!r} has {parts} partitions, more than "
+                            f"{MAX_DEVICES}")
+    if not devices:
+        devices = tuple(range(parts))
+    elif len(devices) != parts:
+        raise StrategyError(f"{source}: op {name!r} has {parts} partitions but {len(devices)} "
+                            f"device ids")
+    return ParallelConfig(degrees, devices)
 
 
 def save(strategy: dict[str, ParallelConfig], path: str) -> None:

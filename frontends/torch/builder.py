@@ -41,6 +41,8 @@ _UNARY = {OpType.RELU: "relu", OpType.SIGMOID: "sigmoid", OpType.TANH: "tanh",
           OpType.ELU: "elu", OpType.GELU: "gelu", OpType.IDENTITY: "identity",
           OpType.EXP: "exp", OpType.RSQRT: "rsqrt"}
 _FLOATS = {DataType.DT_FLOAT, DataType.DT_DOUBLE}
+MAX_SIZE = 1 << 62  # plain integers computed in a graph are sizes; larger ones are hostile
+MAX_EXPONENT = 64
 
 
 def _normalize(dim: int, rank: int, node: IRNode) -> int:
@@ -49,15 +51,32 @@ def _normalize(dim: int, rank: int, node: IRNode) -> int:
     return dim % rank
 
 
+def _python_op(node: IRNode, op_type: OpType, a, b):
+    """Arithmetic on plain values (sizes: `x.size(0) * 2`, `x.shape + (1,)`). A file chooses the
+    operands, so results stay the size of sizes: no repeated sequences, no huge integers."""
+    if op_type in (OpType.MULTIPLY, OpType.SCALAR_MULTIPLY) and any(
+            isinstance(v, (tuple, list, str)) for v in (a, b)):
+        raise node.error(f"cannot multiply {a!r} by {b!r}: numbers expected")
+    if op_type == OpType.POW and isinstance(b, int) and abs(b) > MAX_EXPONENT:
+        raise node.error(f"the exponent {b} is out of range for a size")
+    result = _PYTHON_OPS[op_type](a, b)
+    if isinstance(result, int) and abs(result) > MAX_SIZE:
+        raise node.error(f"{a!r} and {b!r} give an integer of {result.bit_length()} bits, out "
+                         f"of range for a size")
+    return result
+
+
 def _pair(value) -> tuple[int, int]:
     return tuple(value) if isinstance(value, (tuple, list)) else (value, value)
 
 
 class Builder:
-    def __init__(self, ffmodel, state: TorchState | None = None, verbose: bool = False):
+    def __init__(self, ffmodel, state: TorchState | None = None, verbose: bool = False,
+                 source: str = "the model"):
         self.ff = ffmodel
         self.state = state or TorchState()
         self.verbose = verbose
+        self.source = source  # names the file (or model) in errors about no particular node
         self.values: dict[str, object] = {}
         self.weight_ops: dict[str, object] = {}  # node -> the Op holding its layer's weights
 
@@ -78,7 +97,9 @@ class Builder:
                          else self._op(node)(node, args, params))
             except ConversionError:
                 raise
-            except (ValueError, TypeError, IndexError) as error:  # ShapeError, bad file params
+            except (ValueError, TypeError, IndexError, KeyError, AttributeError,
+                    ArithmeticError) as error:  # ShapeError, or a file's parameters of the
+                # wrong type or range, which FFModel's builders and Python's operators refuse
                 raise node.error(f"{error} (parameters {list(params)})") from error
             self.values[node.name] = value
             if node.op_type == OpType.OUTPUT:
@@ -91,14 +112,14 @@ class Builder:
         wanted = [n.name for n in nodes if n.op_type == OpType.INPUT]
         tensors = list(input_tensors)
         if len(tensors) != len(wanted):
-            raise ConversionError(f"the model has {len(wanted)} inputs {wanted}, got "
-                                  f"{len(tensors)} input tensors")
+            raise self._error(f"the model has {len(wanted)} inputs {wanted}, got {len(tensors)} "
+                              f"input tensors")
         for name, tensor in zip(wanted, tensors):
             if not isinstance(tensor, Tensor):
-                raise ConversionError(f"input '{name}': expected a Tensor made by "
-                                      f"ffmodel.create_tensor, got {tensor!r}")
+                raise self._error(f"input '{name}': expected a Tensor made by "
+                                  f"ffmodel.create_tensor, got {tensor!r}")
         if [n.op_type for n in nodes].count(OpType.OUTPUT) != 1:
-            raise ConversionError("the model must have exactly one OUTPUT node")
+            raise self._error("the model must have exactly one OUTPUT node")
         seen: set[str] = set()
         for node in nodes:
             if node.op_type != OpType.INPUT:
@@ -110,8 +131,11 @@ class Builder:
             seen.add(node.name)
         for node, owner in self.state.shared.items():
             if owner not in seen or node not in seen:
-                raise ConversionError(f"the weights share '{owner}' with '{node}', but the model "
-                                      f"has no such node")
+                raise self._error(f"the weights share '{owner}' with '{node}', but the model has "
+                                  f"no such node")
+
+    def _error(self, what: str) -> ConversionError:
+        return ConversionError(f"{self.source}: {what}")
 
     def _resolve(self, param):
         if isinstance(param, Ref):
@@ -319,7 +343,7 @@ class Builder:
     def _binary(self, node, args, params):
         a, b = args
         if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-            return _PYTHON_OPS[node.op_type](a, b)
+            return _python_op(node, node.op_type, a, b)
         if isinstance(a, Tensor) and isinstance(b, Tensor):
             return getattr(self.ff, _TENSOR_OPS[node.op_type])(x=a, y=b, name=node.name)
         scalar_op = {OpType.ADD: OpType.SCALAR_ADD, OpType.SUBTRACT: OpType.SCALAR_SUB,
@@ -334,7 +358,7 @@ class Builder:
         scalar, flip = params[0], params[1:]
         if not isinstance(x, Tensor):
             operands = (scalar, x) if flip else (x, scalar)
-            return _PYTHON_OPS[node.op_type](*operands)
+            return _python_op(node, node.op_type, *operands)
         return self._scalar_on(node, node.op_type, x, scalar, flip)
 
     def _scalar_on(self, node, op_type, x: Tensor, scalar, flip):
@@ -355,7 +379,7 @@ class Builder:
     def _pow(self, node, args, params):
         (x,) = args
         if not isinstance(x, Tensor):
-            return x ** params[0]
+            return _python_op(node, OpType.POW, x, params[0])
         return self.ff.pow(input=x, exponent=float(params[0]), name=node.name)
 
     def _mean(self, node, args, params):

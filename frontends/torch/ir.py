@@ -15,7 +15,8 @@ Formats (one line per node, in topological order):
   no groups field).
 
 Parameters are read with `ast.literal_eval`, which accepts literals only: a file can never run
-code.
+code. A file that cannot be read or parsed raises `ConversionError` naming the file and line; so
+does every later problem with it (builder.py, weights.py), naming the node as well.
 """
 
 from __future__ import annotations
@@ -76,14 +77,18 @@ def parse_param(text: str):
     if text.endswith(INOUT_DELIMITER):
         return Ref(text[:-1])
     match = _SLICE.match(text)
-    if match:
-        return slice(*(parse_param(part) for part in match.group(1).split(",")))
+    if match and match.group(1).count(",") <= 2:  # start, stop, step: literals
+        return slice(*(_literal(part.strip()) for part in match.group(1).split(",")))
+    return _literal(text)
+
+
+def _literal(text: str):
     if text in ("inf", "-inf", "nan"):
         return float(text)
     try:
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
+    except (ValueError, SyntaxError, MemoryError, RecursionError):  # the last two: the parser's
+        return text                                                # answers to deep nesting
 
 
 # ---- lines --------------------------------------------------------------------------------------
@@ -187,6 +192,8 @@ def parse_lines(lines: list[str], source: str) -> list[IRNode]:
 
 def read_file(filename) -> list[IRNode]:
     path = Path(filename)
-    if not path.is_file():
-        raise FileNotFoundError(f"no .ff file at {path}")
-    return parse_lines(path.read_text().splitlines(), str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConversionError(f"cannot read the .ff file {path}: {error}") from None
+    return parse_lines(text.splitlines(), str(path))

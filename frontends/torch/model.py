@@ -77,7 +77,7 @@ class PyTorchModel:
         nodes = ir.read_file(filename)
         weights = npz_path(filename)
         state = TorchState.load(weights) if weights.is_file() else None
-        return Builder(ffmodel, state, verbose).build(nodes, input_tensors)
+        return Builder(ffmodel, state, verbose, source=str(filename)).build(nodes, input_tensors)
 
     def apply(self, ffmodel, input_tensors) -> list:
         """r21.x: build the file or the model this PyTorchModel was made with."""

@@ -5,8 +5,8 @@ torch's own names: `weight`, `bias`, `running_mean`, `in_proj_weight`, `out_proj
 the value of each `get_attr` node, and which nodes call a module an earlier node already called
 (their layers share that node's weights).
 
-On disk it is `<file>.ff.npz` beside the `.ff` file, written with `numpy.savez` and read with
-`allow_pickle=False`:
+On disk it is `<file>.ff.npz` beside the `.ff` file, a NumPy `.npz` archive written and read by
+`flexflow.archive` (never unpickled; each array's declared size checked before it is read):
 
 * `<node>/<torch name>`: a float32 array, e.g. `conv1/weight`, `bn1/running_var`;
 * `<node>/parameter` or `<node>/buffer`: the value of a `get_attr` node (a trainable
@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from flexflow.archive import Archive, write
 from flexflow.type import OpType
 
 from .ir import ConversionError, IRNode
@@ -47,21 +48,29 @@ class TorchState:
         arrays = {f"{node}/{name}": array for node, named in self.tensors.items()
                   for name, array in named.items()}
         arrays[SHARED_KEY] = np.array(sorted(self.shared.items()), dtype=str).reshape(-1, 2)
-        with open(path, "wb") as file:  # np.savez would append another .npz to a str path
-            np.savez(file, **arrays)
+        write(path, arrays)
 
     @classmethod
     def load(cls, path) -> "TorchState":
+        """The weights in the archive at `path` (read by `flexflow.archive`: no pickle, declared
+        sizes checked before anything is allocated); any defect is a ConversionError naming the
+        file and the entry."""
         state = cls()
-        with np.load(path, allow_pickle=False) as archive:
-            for key in archive.files:
+        with Archive(path, ConversionError, "weights archive") as archive:
+            for key in sorted(archive.names):
+                shape, dtype = archive.header(key)
                 if key == SHARED_KEY:
-                    state.shared = {str(a): str(b) for a, b in archive[key].reshape(-1, 2)}
+                    if dtype.kind != "U" or len(shape) != 2 or shape[1] != 2:
+                        raise ConversionError(f"{path}: entry {key!r} must be pairs of names, "
+                                              f"it is {dtype} of shape {shape}")
+                    pairs = archive.array(key, shape, dtype, "the shared weights")
+                    state.shared = {str(a): str(b) for a, b in pairs}
                     continue
                 node, sep, name = key.partition("/")
                 if not sep or not name:
                     raise ConversionError(f"{path}: entry {key!r} is not '<node>/<tensor name>'")
-                state.tensors.setdefault(node, {})[name] = archive[key]
+                state.tensors.setdefault(node, {})[name] = archive.array(
+                    key, shape, dtype, f"tensor {name!r} of node {node!r}")
         return state
 
 
