@@ -475,9 +475,11 @@ class FFModel:
     def _cluster(self):
         """The Dask cluster this run uses, or None to run in this process (DESIGN.md)."""
         config = self._ffconfig
-        if config.scheduler_address:
+        tls = cluster_module.TLSFiles(config.tls_ca_file, config.tls_cert, config.tls_key)
+        if config.scheduler_address or tls:  # (TLS files without a tls:// address are refused)
             return cluster_module.connect(config.scheduler_address,
-                                          config.workers_per_node * config.num_nodes or None)
+                                          config.workers_per_node * config.num_nodes or None,
+                                          tls=tls)
         wants_cluster = config.num_devices > 1 or config.force_cluster or config.profile_file
         if wants_cluster and not config.in_process:
             return cluster_module.start_local(config.num_devices, config.device_memory_mb)

@@ -8,6 +8,8 @@
 
 Clusters this module starts are kept for the life of the process (models compiled one after the
 other share them) and closed at exit.
+A `tls://` address is reached over TLS, and clusters started here use it when Dask's config
+requires encryption (scheduler/security.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import logging
 import sys
 from dataclasses import dataclass
 from typing import Any
+
+from .security import TLSFiles, client_security, encryption_required, local_cluster_security
 
 _STARTED: dict[tuple, "Cluster"] = {}
 
@@ -64,14 +68,17 @@ def gpu_count() -> int:
         return 0
 
 
-def connect(address: str, num_devices: int | None = None, stream=sys.stdout) -> Cluster:
+def connect(address: str, num_devices: int | None = None, stream=sys.stdout,
+            tls: TLSFiles = TLSFiles()) -> Cluster:
     """Use an existing cluster. Its workers, sorted by address, are the devices: all of them,
-    or the first `num_devices` when that is given (`-ll:gpu N`)."""
+    or the first `num_devices` when that is given (`-ll:gpu N`). A `tls://` address is reached
+    with the TLS files `tls` names or Dask's config does (scheduler/security.py)."""
     key = ("address", address)
     if key not in _STARTED:
         from distributed import Client
 
-        client = Client(address, set_as_default=False)
+        security = client_security(address, tls)  # checked before any connection is tried
+        client = Client(address, security=security, set_as_default=False)
         _STARTED[key] = Cluster(client, [])
         print(f"Connected to Dask scheduler {address}; dashboard: {client.dashboard_link}",
               file=stream)
@@ -83,18 +90,19 @@ def connect(address: str, num_devices: int | None = None, stream=sys.stdout) -> 
 
 def start_local(num_devices: int, device_memory_mb: int = 0, stream=sys.stdout) -> Cluster:
     """A local cluster of `num_devices` workers: one per GPU, or CPU processes standing in."""
-    key = ("local", num_devices, device_memory_mb)
+    key = ("local", num_devices, device_memory_mb, encryption_required())
     if key in _STARTED:
         return _STARTED[key]
     from distributed import Client
 
+    security = local_cluster_security()
     gpus = gpu_count()
     if gpus:
         from dask_cuda import LocalCUDACluster
 
         pool = f"{device_memory_mb}MB" if device_memory_mb else None
         owned = LocalCUDACluster(n_workers=min(num_devices, gpus), rmm_pool_size=pool,
-                                 dashboard_address=":0")
+                                 dashboard_address=":0", security=security)
     else:
         from distributed import LocalCluster
 
@@ -102,7 +110,7 @@ def start_local(num_devices: int, device_memory_mb: int = 0, stream=sys.stdout) 
               f"requested device.", file=stream)
         owned = LocalCluster(n_workers=num_devices, threads_per_worker=1, processes=True,
                              dashboard_address=":0", env=single_threaded_blas(),
-                             silence_logs=logging.ERROR)
+                             silence_logs=logging.ERROR, security=security)
     client = Client(owned, set_as_default=False)
     client.wait_for_workers(num_devices if not gpus else min(num_devices, gpus))
     cluster = Cluster(client, sorted(client.scheduler_info()["workers"]), owned)
