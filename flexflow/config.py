@@ -91,6 +91,7 @@ FLAGS = (
     Flag(("--cluster",), "force_cluster", None, False),
     Flag(("--cpu",), "cpu_only", None, False),
     Flag(("--seed",), "seed", int, 0),
+    Flag(("--recovery-interval",), "recovery_interval", _non_negative_int, 10),
     Flag(("--profile",), "profile_file", str, ""),
     Flag(("--timeline",), "timeline_file", str, ""),
     Flag(("--search-plot",), "search_plot_file", str, ""),

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import checkpoint, profiling, report
+from . import checkpoint, profiling, recovery, report
 from .config import FFConfig, FlagError
 from .dataloader import SingleDataLoader, check_full_array
 from .initializers import ArrayInitializer, Initializer, default_initializer
@@ -78,6 +78,8 @@ class FFModel:
         self._ran_forward = False
         self._objective: Objective | None = None
         self._profiler: profiling.OpProfiler | None = None
+        self._cluster_in_use = None  # the Dask cluster trained on, None in-process
+        self._journal: recovery.Journal | None = None  # for recovery from lost workers
         self._fit_position = (0, 0)  # (epoch, iterations done in it) of the current/last fit
         self._resume_at: tuple[int, int] | None = None  # where the next fit starts (restore)
 
@@ -415,29 +417,52 @@ class FFModel:
         self._loss = LossFunction(loss_type, metrics, batch, output.size // batch, through_softmax)
         self._perf = PerfMetrics(metrics)
         self._check_diagnostics()
-        cluster = self._cluster()
-        num_devices = len(cluster.workers) if cluster else self._ffconfig.num_devices
+        self._objective = Objective(last.outputs[0], self._label_id, through_softmax)
+        self._deploy(self._cluster(), strategy, first=True)
+        self._initialize_weights()
+        self._journal = recovery.Journal.for_run(self)
+        if self._ffconfig.profile_file:
+            report.start(self._cluster_in_use.client, self._ffconfig.profile_file)
+        print("Compiled ffmodel!")
+
+    def _deploy(self, cluster, strategy: dict | None, first: bool = False) -> None:
+        """Choose the strategy for the devices of `cluster` (or this process), build the
+        iteration's TaskGraph and start its executor. `first`: compile's own call, which honours
+        --import, writes --export and the pictures; after a lost worker (`first` False) the
+        strategy is searched again if the run searched, else data parallel on what remains.
+        Workers lost while this runs are left out and the plan made again."""
+        while True:
+            try:
+                return self._deploy_on(cluster, strategy, first)
+            except cluster_module.WorkerLost as lost:
+                recovery.warn_lost(lost, "planning")
+                cluster = recovery.remaining(self, cluster)
+
+    def _deploy_on(self, cluster, strategy: dict | None, first: bool) -> None:
         config = self._ffconfig
-        objective = self._objective = Objective(last.outputs[0], self._label_id, through_softmax)
+        num_devices = len(cluster.workers) if cluster else config.num_devices
+        objective = self._objective
         what = "the given strategy" if strategy is not None else "data parallelism"
-        if strategy is None and config.import_strategy_file:
+        if first and strategy is None and config.import_strategy_file:
             strategy = strategy_file.load(config.import_strategy_file, self.graph, num_devices)
             what = f"the strategy of {config.import_strategy_file}"
         runner = runner_for(cluster, num_devices, config.cpu_only)
         planner = Planner(self.graph, objective, num_devices, runner, self._plan_options(),
                           self._loss, self._optimizer)
-        trace = search_trace.SearchTrace() if config.search_plot_file else None
+        trace = search_trace.SearchTrace() if first and config.search_plot_file else None
         if config.search_budget > 0:
             strategy = self._search(planner, strategy, trace)
             what = "the searched strategy"
         self.strategy = dict(strategy or data_parallel_strategy(self.graph, num_devices))
         taskgraph = build_task_graph(self.graph, self.strategy, num_devices, objective)
         planner.finish(self.strategy, taskgraph, capacities(runner, config.device_memory_mb << 20),
-                       what, config.export_strategy_file)
+                       what, config.export_strategy_file if first else "")
         self._ctx = Context(self.graph, self._loss, self._optimizer, self._feeds)
         if self._executor is not None:
             self._executor.close()
-        self._draw_pictures(planner, trace)
+            self._executor = None
+        if first:
+            self._draw_pictures(planner, trace)
         self._profiler = None
         if config.profiling:
             simulator = planner.simulator_for(self.strategy)
@@ -445,17 +470,13 @@ class FFModel:
                                                   simulator.simulate_taskgraph(taskgraph),
                                                   simulator.machine.describe())
             taskgraph = profiling.instrument(taskgraph)
-        cpu_only = self._ffconfig.cpu_only
+        self._cluster_in_use = cluster
         if cluster:
             self._executor = DaskExecutor(taskgraph, self._ctx, cluster.client, cluster.workers,
-                                          cpu_only)
+                                          config.cpu_only)
         else:
-            xp = cluster_module.array_module(cpu_only)
+            xp = cluster_module.array_module(config.cpu_only)
             self._executor = LocalExecutor(taskgraph, self._ctx, num_devices, xp)
-        self._initialize_weights()
-        if config.profile_file:
-            report.start(cluster.client, config.profile_file)
-        print("Compiled ffmodel!")
 
     @property
     def objective(self) -> Objective | None:
@@ -564,8 +585,23 @@ class FFModel:
         if missing:
             raise RuntimeError(f"no data for {', '.join(self._tensor_name(t) for t in missing)}: "
                                f"create a data loader and call next_batch(), or set_tensor()")
-        pieces = self._executor.run(*phases, zero_gradients=zero_gradients)
+        pieces = self._on_devices(lambda executor: executor.run(*phases,
+                                                                zero_gradients=zero_gradients))
         return self._profiler.take(pieces, self._ctx.training) if self._profiler else pieces
+
+    def _on_devices(self, action, record: bool = True):
+        """`action(executor)`; on a cluster, through the recovery journal, so that a lost worker
+        is recovered from (`record`: the action changes device state and is played again after
+        a recovery; reads are just retried)."""
+        if self._journal is None:
+            return action(self._executor)
+        return self._journal.perform(self, action, record)
+
+    def _count_update(self) -> None:
+        self._ctx.updates += 1
+        self._ctx.step += 1
+        if self._journal is not None:
+            self._journal.updated()
 
     def forward(self, seq_length=None, training: bool | None = None) -> None:
         """`training` (ours) overrides the compile mode for this pass: False runs inference
@@ -582,12 +618,11 @@ class FFModel:
 
     def update(self) -> None:
         self._run("update")
-        self._ctx.updates += 1
-        self._ctx.step += 1
+        self._count_update()
 
     def zero_gradients(self) -> None:
         self._require_compiled("zero_gradients")
-        self._executor.zero_gradients()
+        self._on_devices(lambda executor: executor.zero_gradients())
 
     def compute_metrics(self) -> None:
         self._require_forward("compute_metrics")
@@ -611,8 +646,7 @@ class FFModel:
         self._ctx.training = True
         self._perf.add(self._run(*TRAIN_STEP, zero_gradients=True))
         self._ran_forward = True
-        self._ctx.updates += 1
-        self._ctx.step += 1
+        self._count_update()
         return self._perf.last_loss
 
     def eval_step(self) -> float:
@@ -698,7 +732,8 @@ class FFModel:
                 return np.zeros(spec.shape, spec.dtype)
             raise RuntimeError(f"{self._tensor_name(tensor_id)} has no data yet")
         self._require_forward("get_tensor")
-        return self._executor.get_value(tensor_id, spec.shape, spec.dtype)
+        return self._on_devices(lambda executor: executor.get_value(tensor_id, spec.shape,
+                                                                    spec.dtype), record=False)
 
     def _write_back(self, tensor_id: int, array: np.ndarray) -> None:
         if self.graph.tensors[tensor_id].producer is not None:
@@ -711,7 +746,9 @@ class FFModel:
         if self.graph.tensors[tensor_id].producer is None:
             raise RuntimeError(f"{self._tensor_name(tensor_id)} is a model input: no gradient "
                                f"is computed for it (only layer outputs and weights have one)")
-        return self._executor.get_grad(tensor_id, self.graph.tensors[tensor_id].spec.shape)
+        shape = self.graph.tensors[tensor_id].spec.shape
+        return self._on_devices(lambda executor: executor.get_grad(tensor_id, shape),
+                                record=False)
 
     def _weight_ref(self, layer_index: int, weight_index: int):
         self._require_compiled("get_weights/set_weights")
@@ -719,7 +756,8 @@ class FFModel:
         return owner, weight_index, self.graph.layers[owner].weights[weight_index].shape
 
     def _get_weight(self, layer_index: int, weight_index: int) -> np.ndarray:
-        return self._executor.get_weight(*self._weight_ref(layer_index, weight_index))
+        ref = self._weight_ref(layer_index, weight_index)
+        return self._on_devices(lambda executor: executor.get_weight(*ref), record=False)
 
     def _set_weight(self, layer_index: int, weight_index: int, array: np.ndarray) -> None:
         if self._executor is None:
@@ -728,10 +766,12 @@ class FFModel:
             self._initializers[(owner, weight_index)] = ArrayInitializer(array)
             return
         owner, index, _ = self._weight_ref(layer_index, weight_index)
-        self._executor.set_weight(owner, index, array)
+        array = np.array(array)  # kept for a recovery to write again
+        self._on_devices(lambda executor: executor.set_weight(owner, index, array))
 
     def _get_weight_grad(self, layer_index: int, weight_index: int) -> np.ndarray:
-        return self._executor.get_weight_grad(*self._weight_ref(layer_index, weight_index))
+        ref = self._weight_ref(layer_index, weight_index)
+        return self._on_devices(lambda executor: executor.get_weight_grad(*ref), record=False)
 
 
 def _tensor_spec(dims, data_type, what: str) -> TensorSpec:

@@ -43,7 +43,7 @@ from typing import Any, Callable, Sequence
 
 from ..ops.base import Part
 from . import actions as A
-from .cluster import array_module
+from .cluster import array_module, watched_wait
 from .costs import KernelCall
 from .executor import LocalExecutor, fuse, run_group
 from .machine import GB, DeviceKind, Hop, MachineModel, Overheads
@@ -299,15 +299,20 @@ class LocalRunner:
 class DaskRunner:
     """Device d is the worker `workers[d]` of a Dask cluster."""
 
-    def __init__(self, client, workers: list[str], cpu_only: bool = False):
+    def __init__(self, client, workers: list[str], cpu_only: bool = False,
+                 memory: list[int | None] | None = None):
         self.client = client
         self.workers = workers
         self.num_devices = len(workers)
         self.cpu_only = cpu_only
+        self._memory = memory  # read with the worker list (cluster.Cluster.memory)
 
     def run(self, device: int, fn, *args):
-        return self.client.submit(fn, *args, workers=[self.workers[device]],
-                                  allow_other_workers=False, pure=False).result()
+        worker = [self.workers[device]]
+        future = self.client.submit(fn, *args, workers=worker, allow_other_workers=False,
+                                    pure=False)
+        watched_wait(self.client, [future], worker, "calibration")
+        return future.result()
 
     def executor(self, taskgraph: TaskGraph):
         from .actions import Context
@@ -319,13 +324,17 @@ class DaskRunner:
 
     def run_all(self, fn, *args) -> list:
         """`fn(*args)` on every device at once."""
-        return self.client.gather([
-            self.client.submit(fn, *args, workers=[w], allow_other_workers=False, pure=False)
-            for w in self.workers])
+        futures = [self.client.submit(fn, *args, workers=[w], allow_other_workers=False,
+                                      pure=False) for w in self.workers]
+        watched_wait(self.client, futures, self.workers, "calibration")
+        return self.client.gather(futures)
 
     def memory(self) -> list[int | None]:
-        info = self.client.scheduler_info(n_workers=-1)["workers"]
-        return [info[w].get("memory_limit") or None for w in self.workers]
+        if self._memory is None:
+            info = self.client.scheduler_info(n_workers=-1)["workers"]
+            self._memory = [info[w].get("memory_limit") or None if w in info else None
+                            for w in self.workers]
+        return self._memory
 
     def raw_chain_ms(self, devices: Sequence[int], length: int) -> float:
         """A chain of `length` dependent tiny tasks visiting `devices` in turn."""
@@ -335,15 +344,16 @@ class DaskRunner:
             worker = self.workers[devices[i % len(devices)]]
             future = self.client.submit(_noop, future, i, workers=[worker],
                                         allow_other_workers=False, pure=False)
-        future.result()
+        watched_wait(self.client, [future], self.workers, "calibration")
         return (time.perf_counter() - start) * 1e3
 
     def submit_ms(self, device: int, nbytes: int) -> float:
         import numpy
         payload = numpy.zeros(nbytes, "uint8")
         start = time.perf_counter()
-        self.client.submit(_noop, payload, workers=[self.workers[device]],
-                           allow_other_workers=False, pure=False).result()
+        future = self.client.submit(_noop, payload, workers=[self.workers[device]],
+                                    allow_other_workers=False, pure=False)
+        watched_wait(self.client, [future], self.workers, "calibration")
         return (time.perf_counter() - start) * 1e3
 
 

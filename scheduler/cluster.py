@@ -23,6 +23,7 @@ from typing import Any
 from .security import TLSFiles, client_security, encryption_required, local_cluster_security
 
 _STARTED: dict[tuple, "Cluster"] = {}
+WATCH_S = 1.0  # how often a client waiting on tasks checks that their workers are still there
 
 
 @dataclass
@@ -30,11 +31,62 @@ class Cluster:
     client: Any
     workers: list[str]  # device d runs on workers[d]
     owned: Any = None   # the LocalCluster we started, if any
+    memory: list[int | None] | None = None  # each worker's memory limit, read with the list
+
+    def refreshed(self, limit: int | None = None) -> "Cluster":
+        """The same cluster with the workers alive now (the first `limit` of them), without
+        waiting for more: after a worker is lost, the devices that remain."""
+        return _listed(self.client, limit, self.owned)
 
     def close(self) -> None:
         self.client.close()
         if self.owned is not None:
             self.owned.close()
+
+
+class WorkerLost(RuntimeError):
+    """Workers of the run left the cluster (killed, crashed, or cut off) while it needed them."""
+
+    def __init__(self, workers: list[str], during: str):
+        self.workers = sorted(workers)
+        super().__init__(f"Dask worker(s) {', '.join(self.workers)} left the cluster during "
+                         f"{during}")
+
+
+def _listed(client, limit: int | None, owned=None) -> Cluster:
+    """The cluster's workers now, sorted by address, and their memory limits, from one reading
+    of the scheduler (a worker that leaves later is then reported, not looked up and missed)."""
+    info = client.scheduler_info(n_workers=-1)["workers"]
+    workers = sorted(info)[:limit] if limit else sorted(info)
+    return Cluster(client, workers, owned, [info[w].get("memory_limit") or None for w in workers])
+
+
+def alive(client, workers: list[str]) -> set[str]:
+    """Which of `workers` the scheduler still has."""
+    return set(workers) & set(client.scheduler_info(n_workers=-1)["workers"])
+
+
+def check_alive(client, workers: list[str], during: str, futures: list = ()) -> None:
+    """Raise WorkerLost (after cancelling `futures`) if any of `workers` has left."""
+    lost = set(workers) - alive(client, workers)
+    if lost:
+        if futures:
+            client.cancel(list(futures))
+        raise WorkerLost(sorted(lost), during)
+
+
+def watched_wait(client, futures: list, workers: list[str], during: str) -> None:
+    """Wait for `futures`, run on `workers`; a task pinned to a worker that has left would wait
+    for ever, so wait in short slices and raise WorkerLost when one of `workers` has gone."""
+    from distributed import wait
+
+    with client.as_current():
+        while True:
+            try:
+                wait(futures, timeout=WATCH_S)
+                return
+            except TimeoutError:
+                check_alive(client, workers, during, futures)
 
 
 def disconnect(address: str) -> None:
@@ -84,15 +136,14 @@ def connect(address: str, num_devices: int | None = None, stream=sys.stdout,
               file=stream)
     client = _STARTED[key].client
     client.wait_for_workers(num_devices or 1, timeout=60)
-    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
-    return Cluster(client, workers[:num_devices] if num_devices else workers)
+    return _listed(client, num_devices)
 
 
 def start_local(num_devices: int, device_memory_mb: int = 0, stream=sys.stdout) -> Cluster:
     """A local cluster of `num_devices` workers: one per GPU, or CPU processes standing in."""
     key = ("local", num_devices, device_memory_mb, encryption_required())
     if key in _STARTED:
-        return _STARTED[key]
+        return _STARTED[key].refreshed()
     from distributed import Client
 
     security = local_cluster_security()
@@ -113,7 +164,7 @@ def start_local(num_devices: int, device_memory_mb: int = 0, stream=sys.stdout) 
                              silence_logs=logging.ERROR, security=security)
     client = Client(owned, set_as_default=False)
     client.wait_for_workers(num_devices if not gpus else min(num_devices, gpus))
-    cluster = Cluster(client, sorted(client.scheduler_info()["workers"]), owned)
+    cluster = _listed(client, None, owned)
     print(f"Dask dashboard: {client.dashboard_link}", file=stream)
     _STARTED[key] = cluster
     return cluster

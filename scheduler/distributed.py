@@ -6,6 +6,10 @@ iterations. Per iteration the client submits one task per fused group (`executor
 to the device's worker, with the groups it depends on as arguments, so Dask moves exactly the
 data one device sends another. Input batches are scattered to the workers that load from them.
 Keys read `<first layer>-<phase>-d<device>e<epoch>-<iteration>`.
+
+A worker that leaves the cluster mid-run would leave the tasks pinned to it waiting forever, so
+the client waits in short slices and checks between them that its workers are still there; a lost
+worker raises `cluster.WorkerLost` (FFModel recovers from it, flexflow/recovery.py).
 """
 
 from __future__ import annotations
@@ -14,10 +18,8 @@ import itertools
 import uuid
 from typing import Any
 
-from distributed import wait
-
 from .actions import Context, Load
-from .cluster import array_module
+from .cluster import alive, array_module, check_alive, watched_wait
 from .executor import Executor, Group, run_group, start_iteration
 from .store import DeviceStore
 from .taskgraph import TaskGraph
@@ -67,16 +69,19 @@ class DaskExecutor(Executor):
         self.model_id = uuid.uuid4().hex[:8]
         self._iterations = itertools.count()
         remote_ctx = Context(ctx.graph, ctx.loss, ctx.optimizer)
-        self.array_modules = [
-            client.run(_install, self.model_id, d, remote_ctx, cpu_only, workers=[w])[w]
-            for d, w in enumerate(workers)]
+        self.array_modules = [self._on_worker(d, "starting the model", _install, self.model_id, d,
+                                              remote_ctx, cpu_only) for d in range(len(workers))]
 
     def run(self, *phases: str, zero_gradients: bool = False) -> list[dict[str, float]]:
         groups = self.groups(phases)
         iteration = next(self._iterations)
         state = ("forward" in phases, zero_gradients, self.ctx.training, self.ctx.step,
                  self.ctx.updates, self.ctx.optimizer)
-        feeds = self._ship_feeds(groups)
+        try:
+            feeds = self._ship_feeds(groups)
+        except (OSError, KeyError, ValueError):  # a reader of the batch may have left
+            self._check_workers(f"iteration {iteration}: sending the batch")
+            raise
         futures: dict[str, Any] = {}
         metrics = []
         started: set[int] = set()
@@ -95,12 +100,19 @@ class DaskExecutor(Executor):
                 metrics.append(self.client.submit(
                     _metrics_of, futures[group.name], workers=worker, pure=False,
                     key=f"metrics-{group.name}-{self.model_id}-{iteration}"))
-        with self.client.as_current():
-            wait(list(futures.values()) + metrics)
+        everything = list(futures.values()) + metrics
+        self._wait(everything, f"iteration {iteration} ({', '.join(phases)})")
         for future in futures.values():
             if future.status == "error":
+                self._check_workers("an iteration", everything)
                 future.result()  # raises the task's exception here
         return [m for piece in self.client.gather(metrics) for m in piece]
+
+    def _wait(self, futures: list, during: str) -> None:
+        watched_wait(self.client, futures, self.workers, during)
+
+    def _check_workers(self, during: str, futures: list = ()) -> None:
+        check_alive(self.client, self.workers, during, futures)
 
     def _ship_feeds(self, groups: list[Group]) -> dict[int, Any]:
         """Each fed batch for the tasks that load it: passed with the task when small, scattered
@@ -116,11 +128,21 @@ class DaskExecutor(Executor):
                 for tensor, workers in readers.items()}
 
     def _call(self, device: int, fn, *args):
+        return self._on_worker(device, f"a call to device {device}", _on_store, self.model_id,
+                               device, fn, args)
+
+    def _on_worker(self, device: int, during: str, fn, *args):
+        """`fn(*args)` in the process of `device`'s worker."""
         worker = self.workers[device]
-        return self.client.run(_on_store, self.model_id, device, fn, args, workers=[worker])[worker]
+        try:
+            return self.client.run(fn, *args, workers=[worker])[worker]
+        except (OSError, KeyError):  # cannot reach the worker: say so if it has left
+            self._check_workers(during)
+            raise
 
     def close(self) -> None:
         try:
-            self.client.run(_uninstall, self.model_id, workers=self.workers)
+            self.client.run(_uninstall, self.model_id,
+                            workers=sorted(alive(self.client, self.workers)))
         except Exception:  # the cluster may already be gone at interpreter exit
             pass

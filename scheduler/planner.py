@@ -42,7 +42,7 @@ def runner_for(cluster, num_devices: int, cpu_only: bool):
     """Where calibration runs: the cluster's workers, or this process."""
     if cluster is None:
         return LocalRunner(num_devices, cpu_only)
-    return DaskRunner(cluster.client, cluster.workers, cpu_only)
+    return DaskRunner(cluster.client, cluster.workers, cpu_only, cluster.memory)
 
 
 def capacities(runner, device_memory: int) -> list[int] | None:
