@@ -6,6 +6,10 @@ A FlexFlow model has one batch-first data input; ONNX test graphs often have sev
 tensor, with the batch size set to its dim 0, and the others are given to the importer as
 constants, exactly as initializers would be: weights of the layers that own weights, constant
 tensors otherwise. The model is compiled for inference and run forward once per `run`.
+
+An input with no elements holds no data, so it is a constant too (FlexFlow tensors have no
+zero-size dims) and the graph is evaluated at import. A 0-d graph output, held as a 1-element
+tensor (`Converter.as_0d`), comes back 0-d.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import numpy as np
 import onnx
 from onnx.backend.base import Backend, BackendRep
 
-from flexflow.core import CompMode, DataType, FFConfig, FFModel, Tensor
+from flexflow.core import CompMode, FFConfig, FFModel, Tensor
+from flexflow.type import DATA_TYPE
 
 from .errors import ONNXImportError
 from .model import ONNXModel
@@ -34,13 +39,13 @@ class FlexFlowRep(BackendRep):
         if len(arrays) != len(self.input_names):
             raise ONNXImportError(f"the graph has {len(self.input_names)} inputs, got "
                                   f"{len(arrays)} arrays")
-        feeds = dict(zip(self.input_names[1:], arrays[1:]))
-        ffmodel = None  # a graph without inputs is all constants
-        if arrays:
+        feeds = dict(zip(self.input_names, arrays))
+        ffmodel = None  # a graph without a data input is all constants
+        if arrays and arrays[0].size:
             data = arrays[0]
             _check_data(self.input_names[0], data)
             ffmodel = FFModel(FFConfig(argv=[], batch_size=data.shape[0]))
-            x = ffmodel.create_tensor(data.shape, DataType.DT_FLOAT)
+            x = ffmodel.create_tensor(data.shape, DATA_TYPE[str(data.dtype)])
             feeds[self.input_names[0]] = x
             x.set_tensor(ffmodel, data)
         outputs = self.onnx_model.apply(ffmodel, feeds)
@@ -48,18 +53,26 @@ class FlexFlowRep(BackendRep):
         if ffmodel is not None and ffmodel.get_layers():
             ffmodel.compile(comp_mode=CompMode.INFERENCE)
             ffmodel.forward(training=False)
-        return [o.get_tensor(ffmodel) if isinstance(o, Tensor) else np.asarray(o)
-                for o in outputs]
+        names = [output.name for output in self.onnx_model.graph.outputs]
+        return [_array(ffmodel, o, name in self.onnx_model.zero_d_outputs)
+                for name, o in zip(names, outputs)]
+
+
+def _array(ffmodel, output, held_0d: bool) -> np.ndarray:
+    if not isinstance(output, Tensor):
+        return np.asarray(output)
+    array = output.get_tensor(ffmodel)
+    return array.reshape(()) if held_0d else array
 
 
 def _check_data(name: str, data: np.ndarray) -> None:
-    """A FlexFlow model input is a float32 tensor with a batch dim and positive dims."""
-    if data.dtype != np.float32:
-        raise ONNXImportError(f"the data input '{name}' is {data.dtype}: FlexFlow model inputs "
-                              f"here are float32")
-    if data.ndim == 0 or 0 in data.shape:
-        raise ONNXImportError(f"the data input '{name}' has shape {list(data.shape)}: FlexFlow "
-                              f"tensors have a batch dim and no zero-size dim")
+    """A FlexFlow model input has one of FlexFlow's data types and a batch dim."""
+    if str(data.dtype) not in DATA_TYPE:
+        raise ONNXImportError(f"the data input '{name}' is {data.dtype}, not one of FlexFlow's "
+                              f"data types ({', '.join(sorted(DATA_TYPE))})")
+    if data.ndim == 0:
+        raise ONNXImportError(f"the data input '{name}' is 0-d: FlexFlow model inputs have a "
+                              f"batch dim")
 
 
 class FlexFlowBackend(Backend):

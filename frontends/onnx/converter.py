@@ -18,8 +18,9 @@ from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 from flexflow.core import DataType, ShapeError, Tensor
+from flexflow.type import NUMPY_DTYPE
 
-from . import layout_ops, math_ops, nn_ops  # noqa: F401  (register the handlers)
+from . import layout_ops, logic_ops, math_ops, nn_ops  # noqa: F401  (register the handlers)
 from .loader import GraphInfo
 from .node import Node
 from .registry import check_node
@@ -62,7 +63,8 @@ class Converter:
         self.ffmodel = ffmodel
         self.info = info
         self.symbols: dict[str, Value] = {}
-        self._materialized: dict[str, Tensor] = {}
+        self.zero_d: set[str] = set()  # 0-d values, held as 1-element tensors (`as_0d`)
+        self._materialized: dict[tuple[str, DataType], Tensor] = {}
 
     # ---- the walk ---------------------------------------------------------------------------
     def run(self, feeds: dict[str, Value]) -> list[Value]:
@@ -72,6 +74,11 @@ class Converter:
         for node in nodes_of(self.info):
             inputs = [self.symbols[name] if name else None for name in node.inputs]
             present = [x for x in inputs if x is not None]
+            held_0d = [name for name in node.inputs if name in self.zero_d]
+            if held_0d:
+                raise node.error(f"it reads '{held_0d[0]}', a 0-d value; FlexFlow tensors have "
+                                 f"at least one dim, so a 0-d value can only be a graph output "
+                                 f"(as a 1-element tensor)")
             if folds(node, [isinstance(x, Const) for x in present]):
                 outputs = self._fold(node, inputs)
             else:
@@ -113,8 +120,9 @@ class Converter:
                 raise node.error(f"FlexFlow computes this operator in float32; an input is "
                                  f"{value.data_type.name}")
             return value
-        if value.name is not None and value.name in self._materialized:
-            return self._materialized[value.name]
+        key = (value.name, DataType.DT_FLOAT)
+        if value.name is not None and key in self._materialized:
+            return self._materialized[key]
         array = value.value
         if array.dtype.kind not in "fiub":
             raise node.error(f"a constant input of dtype {array.dtype} cannot be a tensor")
@@ -129,8 +137,43 @@ class Converter:
                                                 name=value.name or node.name)
             self.load(tensor, [array])
         if value.name is not None:
-            self._materialized[value.name] = tensor
+            self._materialized[key] = tensor
         return tensor
+
+    def operand(self, value: Value, node: Node, data_type: DataType) -> Tensor:
+        """`value` as a tensor of `data_type` (operators that take integer and bool tensors): a
+        tensor must already have it; a constant is a model constant of that type when it holds
+        one repeated value, else a float32 weight cast to it, which must hold it exactly."""
+        if isinstance(value, Tensor):
+            if value.data_type != data_type:
+                raise node.error(f"an input is {value.data_type.name} where "
+                                 f"{data_type.name} is expected")
+            return value
+        if data_type == DataType.DT_FLOAT:
+            return self.tensor(value, node)
+        key = (value.name, data_type)
+        if value.name is not None and key in self._materialized:
+            return self._materialized[key]
+        array = value.value.reshape(value.shape or (1,))
+        target = np.dtype(NUMPY_DTYPE[data_type])
+        if array.size and (array == array.flat[0]).all() and not value.trainable:
+            tensor = self.ffmodel.create_constant(array.shape, float(array.flat[0]), data_type)
+        else:
+            if not np.array_equal(array.astype(np.float32).astype(target), array.astype(target)):
+                raise node.error(f"a constant input of shape {value.shape} cannot be a "
+                                 f"{data_type.name} tensor: its values are not all exact in "
+                                 f"float32, the type of FlexFlow weights")
+            tensor = self.ffmodel.cast(self.tensor(Const(array, value.trainable), node),
+                                       data_type, name=node.name)
+        if value.name is not None:
+            self._materialized[key] = tensor
+        return tensor
+
+    def as_0d(self, x: Tensor, node: Node, index: int = 0) -> Tensor:
+        """Output `index` of `node` is 0-d: FlexFlow tensors have at least one dim, so it is
+        held as the 1-element tensor `x` and may only be a graph output (`zero_d`)."""
+        self.zero_d.add(node.outputs[index])
+        return self.reshape(x, (1,), node)
 
     def load(self, output: Tensor, arrays) -> None:
         """Set the weights of the layer that produced `output`, in its weight order."""

@@ -3,7 +3,9 @@
 Reshape/Flatten/Squeeze/Unsqueeze are FFModel reshapes (a no-op reshape builds nothing);
 Gather, Slice and Pad's reflect/edge/wrap modes select indices with `compose.take`; Pad's
 constant mode concatenates constant slabs; Gather from a constant table by tensor indices is an
-embedding lookup. Shape and Size are constants: shapes are static here.
+embedding lookup. Shape and Size are constants: shapes are static here. So is a result with no
+elements (an empty slice or split part): it holds no data, and FlexFlow tensors have no zero-size
+dims.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from flexflow.core import AggrMode, DataType, Tensor
+from flexflow.type import NUMPY_DTYPE
 
 from .compose import pad_constant, take
 from .registry import handles, one_of
@@ -23,10 +26,9 @@ def _axis(node, axis: int, rank: int) -> int:
     return axis % rank
 
 
-def _zero_size(node, dims) -> None:
-    if 0 in dims:
-        raise node.error(f"it produces a tensor with a zero-size dim {tuple(dims)}; FlexFlow "
-                         f"tensors have positive dims")
+def _empty(x: Tensor, dims) -> Const:
+    """The value of a result of x's type with zero-size `dims`: no elements, so a constant."""
+    return Const(np.zeros(tuple(dims), NUMPY_DTYPE[x.data_type]))
 
 
 # ---- reshapes -----------------------------------------------------------------------------------
@@ -38,7 +40,9 @@ def reshape(cv, node, xs):
             for i, d in enumerate(target)]
     if dims.count(-1) > 1:
         raise node.error(f"the shape {list(target)} has more than one -1")
-    _zero_size(node, dims)
+    if 0 in dims:
+        raise node.error(f"cannot reshape {tuple(x.dims)} to {list(target)}: a tensor with "
+                         f"elements to a zero-size shape")
     if -1 in dims:
         known = int(np.prod([d for d in dims if d != -1]))
         dims[dims.index(-1)] = int(np.prod(x.dims)) // known
@@ -73,7 +77,7 @@ def squeeze(cv, node, xs):
                          f"all are 1")
     dims = [n for d, n in enumerate(x.dims) if d not in axes]
     if not dims:
-        raise node.error("it squeezes to a 0-d tensor; FlexFlow tensors have at least one dim")
+        return [cv.as_0d(x, node)]
     return [cv.reshape(x, dims, node)]
 
 
@@ -118,15 +122,14 @@ def split(cv, node, xs):
         parts = int(node.attr("num_outputs", len(node.outputs)))
         chunk = -(-length // parts)  # the last part is smaller when the length does not divide
         sizes = [chunk] * (length // chunk) + ([length % chunk] if length % chunk else [])
-    if 0 in sizes:
-        raise node.error(f"split sizes {list(sizes)} include 0; FlexFlow tensors have positive "
-                         f"dims")
     if sum(sizes) != length or len(sizes) != len(node.outputs):
         raise node.error(f"split sizes {list(sizes)} do not cut dim {axis} of {tuple(x.dims)} "
                          f"into {len(node.outputs)} outputs")
-    if len(sizes) == 1:
-        return [x]
-    return cv.ffmodel.split(x, list(sizes), axis, name=node.name)
+    filled = [size for size in sizes if size]
+    parts = iter([x] if len(filled) == 1 else
+                 cv.ffmodel.split(x, filled, axis, name=node.name))
+    empty = _empty(x, [0 if d == axis else n for d, n in enumerate(x.dims)])
+    return [next(parts) if size else empty for size in sizes]
 
 
 # ---- selecting ----------------------------------------------------------------------------------
@@ -150,12 +153,12 @@ def gather(cv, node, xs):
     x = cv.tensor(data, node, any_dtype=True)
     axis = _axis(node, axis, x.num_dims)
     flat = _indices(node, indices.value, x.dims[axis])
-    if flat.size == 0:
-        _zero_size(node, indices.shape)
-    picked = take(cv, node, x, flat, axis)
     dims = tuple(x.dims[:axis]) + indices.shape + tuple(x.dims[axis + 1:])
+    if flat.size == 0:
+        return [_empty(x, dims)]
+    picked = take(cv, node, x, flat, axis)
     if not dims:
-        raise node.error("it gathers a 0-d tensor; FlexFlow tensors have at least one dim")
+        return [cv.as_0d(picked, node)]
     return [cv.reshape(picked, dims, node)]
 
 
@@ -184,20 +187,23 @@ def slice_(cv, node, xs):
     steps = const_ints(xs[4] if len(xs) > 4 else None, node, "steps")
     axes = axes or tuple(range(len(starts)))
     steps = steps or (1,) * len(starts)
+    picks = {}
     for start, end, axis, step in zip(starts, ends, axes, steps):
         axis = _axis(node, axis, x.num_dims)
         if step == 0:
             raise node.error("a slice step of 0")
         # Python's slice clamps out-of-range starts and ends exactly as ONNX specifies
-        picked = range(*slice(start, end, step).indices(x.dims[axis]))
-        _zero_size(node, [len(picked)])
+        picks[axis] = range(*slice(start, end, step).indices(x.dims[axis]))
+    if not all(picks.values()):
+        return [_empty(x, [len(picks[d]) if d in picks else n for d, n in enumerate(x.dims)])]
+    for axis, picked in picks.items():
         x = take(cv, node, x, picked, axis)
     return [x]
 
 
 @handles("Pad", limits={"mode": one_of("constant", "reflect", "edge", "wrap")})
 def pad(cv, node, xs):
-    x = cv.tensor(xs[0], node)
+    x = cv.tensor(xs[0], node, any_dtype=True)
     mode = node.attr("mode", "constant")
     pads = node.ints("pads") or const_ints(xs[1], node, "pads")
     value = float(node.attr("value", 0.0))
@@ -213,7 +219,8 @@ def pad(cv, node, xs):
             continue
         n = x.dims[axis]
         kept = np.arange(n)[max(-before, 0):n - max(-after, 0)]
-        _zero_size(node, [kept.size])
+        if kept.size == 0:
+            raise node.error(f"pads {list(pads)} crop all of dim {axis} of {tuple(x.dims)}")
         grow = (max(before, 0), max(after, 0))
         if mode == "constant":
             x = take(cv, node, x, kept, axis)

@@ -3,7 +3,8 @@
 ONNX operators FFModel has no layer for are composed exactly from layers it has:
 Sqrt = pow(x, 0.5), Reciprocal = pow(x, -1), LeakyRelu = max(x, alpha * x) (min when alpha > 1),
 Elu with alpha != 1 = relu(x) + alpha * min(elu(x), 0) (as -alpha * relu(-elu(x))),
-Gelu's tanh form written out, Clip = min(max(x, lo), hi), ReduceSum = count * mean.
+Gelu's tanh form written out, Clip = min(max(x, lo), hi), ReduceSum = count * mean,
+ReduceMax = a max pool spanning the reduced dims (`compose.reduce_max`), ReduceMin = -ReduceMax(-x).
 """
 
 from __future__ import annotations
@@ -11,16 +12,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from onnx import helper
 
 from flexflow.core import DataType, Tensor
-from flexflow.type import NUMPY_DTYPE
 
-from .compose import arith
+from .compose import arith, computes_in_float32, in_float64, reduce_max
 from .registry import handles, one_of
 from .values import Const, const_ints, scalar_of
 
-_UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Erf": "erf"}
+_UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Erf": "erf",
+          "Log": "log"}
 _POWER = {"Sqrt": 0.5, "Reciprocal": -1.0}
 
 
@@ -37,6 +37,16 @@ def variadic_sum(cv, node, xs):
     return [cv.tensor(total, node)]
 
 
+@handles("Max", "Min")
+def extreme(cv, node, xs):
+    """The element-wise maximum (minimum) of any number of broadcast operands."""
+    pick = cv.ffmodel.max if node.op_type == "Max" else cv.ffmodel.min
+    result = cv.tensor(xs[0], node)
+    for x in xs[1:]:
+        result = pick(result, cv.tensor(x, node), name=node.name)
+    return [result]
+
+
 @handles(*_UNARY)
 def unary(cv, node, xs):
     return [getattr(cv.ffmodel, _UNARY[node.op_type])(cv.tensor(xs[0], node), name=node.name)]
@@ -50,6 +60,8 @@ def power_of(cv, node, xs):
 @handles("Pow")
 def pow_(cv, node, xs):
     x, exponent = xs
+    if not computes_in_float32(x, exponent):
+        return [in_float64(cv, node, lambda a, e: cv.ffmodel.pow(a, e, name=node.name), xs)]
     s = scalar_of(exponent, len(x.dims) if isinstance(x, Tensor) else 0)
     if isinstance(x, Tensor) and s is not None:
         return [cv.ffmodel.pow(cv.tensor(x, node), s, name=node.name)]
@@ -118,42 +130,52 @@ def clip(cv, node, xs):
     return [y]
 
 
-@handles("Cast", "CastLike")
-def cast(cv, node, xs):
-    x = xs[0]
-    if node.op_type == "Cast":
-        target = helper.tensor_dtype_to_np_dtype(int(node.attr("to")))
-    else:
-        like = xs[1]
-        target = like.value.dtype if isinstance(like, Const) else np.dtype(
-            NUMPY_DTYPE[like.data_type])
-    if isinstance(x, Const):
-        return [Const(x.value.astype(target), x.trainable and target.kind == "f")]
-    if np.dtype(NUMPY_DTYPE[x.data_type]) != target:
-        raise node.error(f"casting a {x.data_type.name} tensor to {np.dtype(target)} is not "
-                         f"supported: FlexFlow layers compute in float32 (casts of constants "
-                         f"are evaluated at import)")
-    return [x]
-
-
-@handles("ReduceMean", "ReduceSum")
-def reduce(cv, node, xs):
-    ff, x = cv.ffmodel, cv.tensor(xs[0], node)
+def _reduced_axes(node, xs, rank: int) -> list[int] | None:
+    """The axes a Reduce* node reduces, sorted (None: none, the node is the identity), from
+    its axes attribute (before opset 18) or input."""
     axes = node.ints("axes")
     if axes is None and len(xs) > 1:
         axes = const_ints(xs[1], node, "the axes input")
-    rank = x.num_dims
     if not axes:
-        if node.attr("noop_with_empty_axes", 0):
-            return [x]
-        axes = tuple(range(rank))
-    axes = sorted({a % rank for a in axes})
+        return None if node.attr("noop_with_empty_axes", 0) else list(range(rank))
+    return sorted({a % rank for a in axes})
+
+
+def _reduce(cv, node, xs, build):
+    """A Reduce* node: `build(x, axes, keepdims)` on its input, the identity without axes, a
+    held 0-d value when every dim goes."""
+    x = cv.tensor(xs[0], node)
+    axes = _reduced_axes(node, xs, x.num_dims)
+    if axes is None:
+        return [x]
     keepdims = bool(node.attr("keepdims", 1))
-    if not keepdims and len(axes) == rank:
-        raise node.error("it reduces every dim to a 0-d tensor; FlexFlow tensors have at least "
-                         "one dim (use keepdims=1)")
-    y = ff.mean(x, axes, keepdims, name=node.name)
-    if node.op_type == "ReduceSum":
+    if not keepdims and len(axes) == x.num_dims:
+        return [cv.as_0d(build(x, axes, True), node)]
+    return [build(x, axes, keepdims)]
+
+
+@handles("ReduceMean", "ReduceSum")
+def reduce_mean_or_sum(cv, node, xs):
+    ff = cv.ffmodel
+
+    def build(x, axes, keepdims):
+        y = ff.mean(x, axes, keepdims, name=node.name)
+        if node.op_type == "ReduceMean":
+            return y
         count = int(np.prod([x.dims[a] for a in axes]))
-        y = ff.scalar_multiply(y, float(count), name=node.name)
-    return [y]
+        return ff.scalar_multiply(y, float(count), name=node.name)
+    return _reduce(cv, node, xs, build)
+
+
+@handles("ReduceMax", "ReduceMin")
+def reduce_max_or_min(cv, node, xs):
+    """ReduceMin(x) = -ReduceMax(-x), exactly."""
+    ff, is_max = cv.ffmodel, node.op_type == "ReduceMax"
+
+    def build(x, axes, keepdims):
+        if is_max:
+            return reduce_max(cv, node, x, axes, keepdims)
+        negated = ff.scalar_multiply(x, -1.0, name=node.name)
+        return ff.scalar_multiply(reduce_max(cv, node, negated, axes, keepdims), -1.0,
+                                  name=node.name)
+    return _reduce(cv, node, xs, build)

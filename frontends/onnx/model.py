@@ -9,7 +9,9 @@
 
 `apply` returns the graph output's tensor, or a list of them (in graph order) when the graph has
 several outputs; an output that is a constant (computed from initializers and shapes only) comes
-back as a numpy array. `input_dict` maps each graph input to a tensor of `ffmodel`, or to a numpy
+back as a numpy array. A 0-d output (the product of two vectors, a reduction of every dim) comes
+back as a 1-element tensor, FlexFlow tensors having at least one dim; `zero_d_outputs` names
+them after `apply`. `input_dict` maps each graph input to a tensor of `ffmodel`, or to a numpy
 array, which is then treated like an initializer (a constant of the graph).
 
 Initializers are loaded into the layers' weights: `apply` assigns them with
@@ -68,6 +70,7 @@ class ONNXModel:
         self.inputs = {name: _described(v) for name, v in self.graph.inputs.items()}
         self.outputs = {v.name: _described(v) for v in self.graph.outputs}
         self.symbol_table: dict = {}
+        self.zero_d_outputs: set[str] = set()
         check_graph(self.graph, constant_inputs)
 
     def apply(self, ffmodel, input_dict):
@@ -76,6 +79,7 @@ class ONNXModel:
         converter = Converter(ffmodel, self.graph)
         outputs = converter.run(feeds)
         self.symbol_table = converter.symbols
+        self.zero_d_outputs = {o.name for o in self.graph.outputs} & converter.zero_d
         results = [o.value if isinstance(o, Const) else o for o in outputs]
         return results[0] if len(results) == 1 else results
 

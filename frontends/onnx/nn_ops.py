@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from flexflow.core import PoolType, Tensor
+from flexflow.core import DataType, PoolType, Tensor
 
-from .compose import arith, matmul
+from .compose import arith, matmul, reduce_max
 from .registry import AUTO_PAD, handles, one_of
 from .values import Const, const_float, require_const
-from .windows import Window, conv_by_taps, pool_by_taps
+from .windows import Window, argmax_by_taps, conv_by_taps, pool_by_taps
 
 
 # ---- matrix products ----------------------------------------------------------------------------
@@ -125,20 +125,27 @@ def conv(cv, node, xs):
     return [_from_2d(cv, node, y, one_d)]
 
 
-@handles("MaxPool", "AveragePool", limits={"auto_pad": AUTO_PAD, "storage_order": one_of(0)})
+@handles("MaxPool", "AveragePool",
+         limits={"auto_pad": AUTO_PAD, "storage_order": one_of(0, 1)})
 def pool(cv, node, xs):
-    if node.wanted(1):
-        raise node.error("the Indices output (int64) is not supported")
     x = cv.tensor(xs[0], node)
     _spatial(node, x)
     window = Window.of(node, x.dims[2:], node.ints("kernel_shape"),
                        bool(node.attr("ceil_mode", 0)))
+    y = _pool(cv, node, x, window)
+    if not node.wanted(1):  # MaxPool's Indices
+        return [y]
+    column_major = bool(node.attr("storage_order", 0))
+    return [y, argmax_by_taps(cv, node, x, window, y, column_major)]
+
+
+def _pool(cv, node, x: Tensor, window: Window) -> Tensor:
     is_max = node.op_type == "MaxPool"
     include_pad = bool(node.attr("count_include_pad", 0))
     past_padding = any(r[1] > p[1] for r, p in zip(window.reach, window.pads))
     if not window.plain or (include_pad and not is_max and past_padding):
         # pool2d would count the ceil_mode overhang as padding
-        return [pool_by_taps(cv, node, x, window, is_max, include_pad)]
+        return pool_by_taps(cv, node, x, window, is_max, include_pad)
     x4, one_d = _as_2d(cv, node, x)
     kernel, strides = _lift(window.kernel, 1), _lift(window.strides, 1)
     pads = _lift([(before, max(after, reach)) for (before, after), (_, reach)
@@ -146,7 +153,7 @@ def pool(cv, node, xs):
     y = cv.ffmodel.pool2d(x4, kernel[0], kernel[1], strides[0], strides[1], pads[0], pads[1],
                           PoolType.POOL_MAX if is_max else PoolType.POOL_AVG, name=node.name,
                           count_include_pad=include_pad)
-    return [_from_2d(cv, node, y, one_d)]
+    return _from_2d(cv, node, y, one_d)
 
 
 @handles("GlobalAveragePool")
@@ -158,11 +165,7 @@ def global_average_pool(cv, node, xs):
 @handles("GlobalMaxPool")
 def global_max_pool(cv, node, xs):
     x = cv.tensor(xs[0], node)
-    n, c = x.dims[:2]
-    area = int(np.prod(x.dims[2:]))
-    x4 = cv.reshape(x, (n, c, 1, area), node)
-    y = cv.ffmodel.pool2d(x4, 1, area, 1, 1, 0, 0, PoolType.POOL_MAX, name=node.name)
-    return [cv.reshape(y, (n, c) + (1,) * (x.num_dims - 2), node)]
+    return [reduce_max(cv, node, x, list(range(2, x.num_dims)), True)]
 
 
 @handles("LRN")
@@ -265,10 +268,18 @@ def softmax(cv, node, xs):
 @handles("Dropout")
 def dropout(cv, node, xs):
     """FlexFlow's dropout: active when the model trains, the identity in inference. (ONNX's
-    training_mode input is the exporter's mode; FlexFlow's own mode decides here.)"""
-    if node.wanted(1):
-        raise node.error("the mask output (bool) is not supported")
+    training_mode input is the exporter's mode; FlexFlow's own mode decides here.) When the
+    mask is read too, the dropout is applied to ones: that gives each element's factor (0, or
+    1 / (1 - ratio) where kept), so x * factor is the dropout of x and factor > 0 its mask, in
+    training and inference alike."""
+    ff, x = cv.ffmodel, cv.tensor(xs[0], node)
     ratio = node.attr("ratio", 0.5)
     if len(xs) > 1 and xs[1] is not None:
         ratio = const_float(xs[1], node, "the ratio input", 0.5)
-    return [cv.ffmodel.dropout(cv.tensor(xs[0], node), float(ratio), 0, name=node.name)]
+    if not node.wanted(1):
+        return [ff.dropout(x, float(ratio), 0, name=node.name)]
+    ones = ff.create_constant(x.dims, 1.0, DataType.DT_FLOAT)
+    factor = ff.dropout(ones, float(ratio), 0, name=node.name)
+    zero = ff.create_constant((1,), 0.0, DataType.DT_FLOAT)
+    return [ff.multiply(x, factor, name=node.name),
+            ff.compare(factor, zero, "greater", name=node.name)]

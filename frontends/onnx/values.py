@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flexflow.core import Tensor
+from flexflow.core import DataType, Tensor
+from flexflow.type import DATA_TYPE
 
 from .node import Node
 
@@ -35,6 +36,31 @@ Value = Tensor | Const
 
 def shape(value: Value) -> tuple[int, ...]:
     return value.shape if isinstance(value, Const) else tuple(value.dims)
+
+
+# ---- data types ---------------------------------------------------------------------------------
+def data_type_of(value: Value, node: Node) -> DataType:
+    """The FlexFlow type a value computes in: a tensor's own; for a constant, float32 for any
+    float (as every constant operand of a float operator) and its own type otherwise."""
+    if isinstance(value, Tensor):
+        return value.data_type
+    if value.value.dtype.kind == "f":
+        return DataType.DT_FLOAT
+    return flexflow_type(value.value.dtype, node, "a constant input")
+
+
+def flexflow_type(dtype, node: Node, what: str) -> DataType:
+    name = str(np.dtype(dtype))
+    if name not in DATA_TYPE:
+        raise node.error(f"{what} is {name}, not one of FlexFlow's data types "
+                         f"({', '.join(sorted(DATA_TYPE))})")
+    return DATA_TYPE[name]
+
+
+def common_type(values, node: Node) -> DataType:
+    """The type of the tensors among `values` (the first one's), which constants take on."""
+    tensors = [v for v in values if isinstance(v, Tensor)]
+    return tensors[0].data_type if tensors else data_type_of(values[0], node)
 
 
 # ---- reading constant operands ------------------------------------------------------------------

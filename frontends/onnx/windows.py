@@ -7,7 +7,9 @@ as FlexFlow's conv2d / pool2d. Every other window (dilated, or 3-d and up) is bu
 each kernel offset, the input elements that offset reads for every output position are selected
 (`compose.take` on the padded input), then combined: a running max or sum for pooling (the
 average divided by each window's element count, as ONNX counts it), a 1x1 convolution per tap,
-summed, for Conv. Exact, and trainable: each tap's kernel slice is its own weight.
+summed, for Conv. Exact, and trainable: each tap's kernel slice is its own weight. MaxPool's
+Indices come from the taps too: the position of the first tap, in window order, that equals the
+max.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flexflow.core import Tensor
+from flexflow.core import DataType, Tensor
 
-from .compose import arith, pad_constant, take
+from .compose import arith, expand, pad_constant, take
 from .node import Node
 from .values import Const
 
@@ -153,3 +155,38 @@ def conv_by_taps(cv, node: Node, x: Tensor, weight: np.ndarray, bias, window: Wi
         cv.load(y, [kernel, bias] if with_bias else [kernel])
         total = y if total is None else ff.add(total, y, name=node.name)
     return cv.reshape(total, (n, out_channels) + window.outs, node)
+
+
+def argmax_by_taps(cv, node: Node, x: Tensor, window: Window, pooled: Tensor,
+                   column_major: bool) -> Tensor:
+    """ONNX MaxPool's Indices (int64): for each output, the flat index in x, (N, C, spatial...)
+    with the spatial dims row-major (or column-major), of the first element in window order
+    equal to the max `pooled`. Padding is NaN here, which equals nothing. The spatial index is
+    chosen in float32 (exact below 2**24 positions), then offset by each (n, c) plane in
+    float64."""
+    ff = cv.ffmodel
+    sizes = window.sizes
+    strides = {}
+    for d in (range(len(sizes)) if column_major else reversed(range(len(sizes)))):
+        strides[d] = int(np.prod([sizes[e] for e in strides]))
+    padded = _padded(cv, node, x, window, float("nan"))
+    index = None
+    for offsets, tap in reversed(list(_taps(cv, node, padded, window))):
+        spatial = np.zeros(window.outs, np.float32)
+        for d, offset in enumerate(offsets):
+            coords = np.array(window.tap_indices(d, offset)) - window.pads[d][0]
+            along = [1] * len(sizes)
+            along[d] = window.outs[d]
+            spatial = spatial + (coords * strides[d]).reshape(along)
+        position = cv.tensor(Const(spatial.reshape((1, 1) + window.outs)), node)
+        if index is None:
+            index = expand(cv, node, position, tuple(pooled.dims))
+        else:
+            hit = ff.compare(tap, pooled, "equal", name=node.name)
+            index = ff.where(hit, position, index, name=node.name)
+    planes = np.arange(x.dims[0] * x.dims[1], dtype=np.float32)
+    planes = cv.operand(Const(planes.reshape(tuple(x.dims[:2]) + (1,) * len(sizes))), node,
+                        DataType.DT_DOUBLE)
+    offset = ff.scalar_multiply(planes, float(np.prod(sizes)), name=node.name)
+    index = ff.add(ff.cast(index, DataType.DT_DOUBLE, name=node.name), offset, name=node.name)
+    return ff.cast(index, DataType.DT_INT64, name=node.name)

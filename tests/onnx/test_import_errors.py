@@ -105,8 +105,8 @@ def test_operator_of_another_domain():
 @pytest.mark.parametrize("node, attribute", [
     (helper.make_node("Gelu", ["x"], ["y"], name="g", approximate="erf"), "approximate='erf'"),
     (helper.make_node("Pad", ["x", "p"], ["y"], name="g", mode="mirror"), "mode='mirror'"),
-    (helper.make_node("MaxPool", ["x"], ["y"], name="g", kernel_shape=[2], storage_order=1),
-     "storage_order=1"),
+    (helper.make_node("MaxPool", ["x"], ["y"], name="g", kernel_shape=[2], storage_order=2),
+     "storage_order=2"),
 ])
 def test_unsupported_attribute_value_names_node_and_attribute(node, attribute):
     with pytest.raises(ONNXImportError,
@@ -156,12 +156,28 @@ def test_shape_computed_by_the_model_is_refused():
         ONNXModel(proto).apply(ffmodel, {"x": x, "s": shape})
 
 
-def test_backend_refuses_non_float_data_inputs():
+def test_backend_refuses_data_inputs_of_other_types_than_flexflow_s():
+    proto = model([helper.make_node("Relu", ["x"], ["y"])], {"x": np.zeros((2, 3), np.uint8)},
+                  ["y"])
+    with pytest.raises(ONNXImportError, match="'x' is uint8, not one of FlexFlow's data types "
+                                              r"\(bool, float32, float64, int32, int64\)"):
+        run_flexflow(proto, np.zeros((2, 3), np.uint8))
+
+
+def test_float_operators_refuse_integer_tensors():
     proto = model([helper.make_node("Relu", ["x"], ["y"])], {"x": np.zeros((2, 3), np.int32)},
                   ["y"])
-    with pytest.raises(ONNXImportError, match="'x' is int32: FlexFlow model inputs here are "
-                                              "float32"):
+    with pytest.raises(ONNXImportError, match=r"node 'y' \(Relu\): FlexFlow computes this "
+                                              "operator in float32; an input is DT_INT32"):
         run_flexflow(proto, np.zeros((2, 3), np.int32))
+
+
+def test_casts_to_other_types_than_flexflow_s_are_refused():
+    proto = model([helper.make_node("Cast", ["x"], ["y"], to=onnx.TensorProto.FLOAT16)],
+                  {"x": X}, ["y"])
+    with pytest.raises(ONNXImportError, match=r"node 'y' \(Cast\): the target type is float16, "
+                                              "not one of FlexFlow's data types"):
+        run_flexflow(proto, X)
 
 
 def test_sequence_inputs_are_refused():

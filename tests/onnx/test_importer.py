@@ -246,6 +246,20 @@ CASES = {
         helper.make_node("Split", ["x"], ["a", "b"], axis=2, split=[4, 5]),
         helper.make_node("ReduceSum", ["b"], ["rb"], axes=[2], keepdims=1),
         helper.make_node("Mul", ["a", "rb"], ["y"])], X3, {}, 11, None),
+    "reduce_max_two_axes_opset13": ([helper.make_node("ReduceMax", ["x"], ["y"], axes=[1, 3],
+                                                      keepdims=0)], X4, {}, 13, None),
+    "reduce_min_axes_input": ([helper.make_node("ReduceMin", ["x", "a"], ["y"])], X4,
+                              {"a": np.array([-1, 0], np.int64)}, None, None),
+    "reduce_max_every_dim_kept": ([helper.make_node("ReduceMax", ["x"], ["y"])], X3, {}, None,
+                                  None),
+    "max_min_variadic": ([helper.make_node("Max", ["x", "a", "b"], ["m"]),
+                          helper.make_node("Min", ["m", "c"], ["y"])], X3,
+                         {"a": randn(3, 1, seed=1), "b": np.array(-0.2, np.float32),
+                          "c": randn(9, seed=2)}, None, None),
+    "log_softplus": ([helper.make_node("Exp", ["x"], ["e"]),
+                      helper.make_node("Add", ["e", "one"], ["s"]),
+                      helper.make_node("Log", ["s"], ["y"])], X3,
+                     {"one": np.array(1.0, np.float32)}, None, None),
 }
 
 
