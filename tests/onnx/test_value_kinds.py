@@ -142,11 +142,11 @@ def test_dropout_mask_is_the_mask_dropout_applied():
     np.testing.assert_array_equal(y_inference, data)
 
 
-def train_one_step(nodes, weight, data, label):
+def train_one_step(nodes, weight, data, label, argv=()):
     """The dense weight after one SGD step of `nodes` (reading x @ w.T as "h") on MSE."""
     proto = model([node("Gemm", ["x", "w"], ["h"], transB=1)] + nodes, {"x": data}, ["y"],
                   {"w": weight}, opset=18)
-    ffmodel = FFModel(FFConfig(argv=[], batch_size=data.shape[0]))
+    ffmodel = FFModel(FFConfig(argv=list(argv), batch_size=data.shape[0]))
     x = ffmodel.create_tensor(data.shape, DataType.DT_FLOAT)
     y = ONNXModel(proto).apply(ffmodel, {"x": x})
     ffmodel.compile(optimizer=SGDOptimizer(ffmodel, 0.5),
@@ -181,12 +181,15 @@ CONSTANTS = [node("Constant", [], [name], value=helper.make_tensor(name, dtype, 
                  ("low", TensorProto.FLOAT, [], [-0.3]), ("high", TensorProto.FLOAT, [], [0.4])]]
 
 
+@pytest.mark.parametrize("devices", [1, 2])
 @pytest.mark.parametrize("name", list(EXPANDED))
-def test_expanded_forms_train_like_their_operator(name):
+def test_expanded_forms_train_like_their_operator(name, devices):
+    """On one device, and data parallel on two (masks and maxima split by samples)."""
     operator, expanded = EXPANDED[name]
     weight = 0.2 * randn(5, 6, seed=8)  # products around the clipping bounds
     data, label = randn(4, 6, seed=9), randn(4, 5, seed=10)
     want = train_one_step(CONSTANTS + operator, weight, data, label)
-    got = train_one_step(CONSTANTS + expanded, weight, data, label)
+    got = train_one_step(CONSTANTS + expanded, weight, data, label,
+                         ["-ll:gpu", str(devices), "--in-process"])
     assert not np.allclose(want, weight)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
