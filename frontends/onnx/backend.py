@@ -40,7 +40,7 @@ class FlexFlowRep(BackendRep):
             raise ONNXImportError(f"the graph has {len(self.input_names)} inputs, got "
                                   f"{len(arrays)} arrays")
         feeds = dict(zip(self.input_names, arrays))
-        ffmodel = None  # a graph without a data input is all constants
+        ffmodel = None  # without a data input (or one with no elements) all is constant
         if arrays and arrays[0].size:
             data = arrays[0]
             _check_data(self.input_names[0], data)

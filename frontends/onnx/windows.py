@@ -166,6 +166,9 @@ def argmax_by_taps(cv, node: Node, x: Tensor, window: Window, pooled: Tensor,
     float64."""
     ff = cv.ffmodel
     sizes = window.sizes
+    if np.prod(sizes) > 1 << 24:
+        raise node.error(f"the Indices output of a pool over {sizes} positions: more than "
+                         f"float32 counts exactly (2**24)")
     strides = {}
     for d in (range(len(sizes)) if column_major else reversed(range(len(sizes)))):
         strides[d] = int(np.prod([sizes[e] for e in strides]))
