@@ -182,9 +182,9 @@ class MachineModel:
         if not all(_non_negative(t) for t in vars(self.overheads).values()):
             raise MachineError(f"{source}: overheads must be numbers >= 0, got {self.overheads}")
         if self.cores_per_node is not None and not (
-                type(self.cores_per_node) is int and self.cores_per_node >= 1):
-            raise MachineError(f"{source}: cores_per_node must be a whole number >= 1 or null, "
-                               f"got {self.cores_per_node!r}")
+                type(self.cores_per_node) is int and 1 <= self.cores_per_node <= MAX_DEVICES):
+            raise MachineError(f"{source}: cores_per_node must be a whole number from 1 to "
+                               f"{MAX_DEVICES}, or null; got {self.cores_per_node!r}")
         if not all(isinstance(c, dict) and all(_non_negative(ms) for ms in c.values())
                    for c in self.costs.values()):
             raise MachineError(f"{source}: kernel costs must be numbers of ms >= 0 per kind")
@@ -201,9 +201,10 @@ class MachineModel:
         if len(self.host_routes) != n:
             raise MachineError(f"{source}: {len(self.host_routes)} host links for {n} devices")
         for route in list(self.routes.values()) + list(self.host_routes):
-            if not all(_positive(h.bandwidth) and _non_negative(h.latency) for h in route):
-                raise MachineError(f"{source}: links need a positive bandwidth and a latency "
-                                   f">= 0")
+            if not all(_positive(h.bandwidth) and _non_negative(h.latency)
+                       and all(isinstance(r, str) for r in h.resources) for h in route):
+                raise MachineError(f"{source}: links need a positive bandwidth, a latency >= 0 "
+                                   f"and resources named by strings")
 
 
 def _positive(x) -> bool:

@@ -21,6 +21,7 @@ from flexflow.core import DataType, ShapeError, Tensor
 from flexflow.type import NUMPY_DTYPE
 
 from . import layout_ops, logic_ops, math_ops, nn_ops  # noqa: F401  (register the handlers)
+from .fold_limits import check_output_sizes
 from .loader import GraphInfo
 from .node import Node
 from .registry import check_node
@@ -87,6 +88,9 @@ class Converter:
                     outputs = rule.handler(self, node, inputs)
                 except ShapeError as error:
                     raise node.error(str(error)) from None
+                except (ValueError, TypeError, IndexError, KeyError, AttributeError,
+                        ArithmeticError) as error:  # inputs or attributes of a malformed file
+                    raise node.error(f"malformed ({type(error).__name__}: {error})") from error
             for index, name in enumerate(node.outputs):
                 if index < len(outputs) and outputs[index] is not None:
                     self.symbols[name] = outputs[index]
@@ -96,6 +100,7 @@ class Converter:
 
     def _fold(self, node: Node, inputs: list) -> list[Const]:
         feeds = {name: x.value for name, x in zip(node.inputs, inputs) if x is not None}
+        check_output_sizes(node, feeds)
         # a one-node model, so the node's opset picks the operator version
         graph = helper.make_graph(
             [node.proto], "fold", [helper.make_empty_tensor_value_info(n) for n in feeds],
