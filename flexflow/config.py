@@ -7,6 +7,7 @@ with a malformed value (`-b abc`) is an error that names the flag.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -40,30 +41,40 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("must be finite")
+    return value
+
+
 def _size_mb(text: str) -> int:
     """Realm sizes are megabytes, optionally with a unit suffix (`-ll:fsize 14g`)."""
     units = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
     if text and text[-1].lower() in units:
-        return int(float(text[:-1]) * units[text[-1].lower()])
+        value = _finite_float(text[:-1]) * units[text[-1].lower()]
+        if not 0 <= value < math.inf:
+            raise ValueError("must be a finite size, not negative")
+        return int(value)
     return _non_negative_int(text)
 
 
 FLAGS = (
     Flag(("-e", "--epochs"), "epochs", _positive_int, 1),
     Flag(("-b", "--batch-size"), "batch_size", _positive_int, 64),
-    Flag(("--lr", "--learning-rate"), "learning_rate", float, 0.01),
-    Flag(("--wd", "--weight-decay"), "weight_decay", float, 0.0001),
+    Flag(("--lr", "--learning-rate"), "learning_rate", _finite_float, 0.01),
+    Flag(("--wd", "--weight-decay"), "weight_decay", _finite_float, 0.0001),
     Flag(("-p", "--print-freq"), "print_freq", int, 10),
     Flag(("-d", "--dataset"), "dataset_path", str, ""),
-    Flag(("--budget", "--search-budget"), "search_budget", int, 0),
-    Flag(("--alpha", "--search-alpha"), "search_alpha", float, 1.0),
+    Flag(("--budget", "--search-budget"), "search_budget", _non_negative_int, 0),
+    Flag(("--alpha", "--search-alpha"), "search_alpha", _finite_float, 1.0),
     Flag(("--simulator-workspace-size",), "simulator_workspace_size", _non_negative_int, 2 << 30),
     Flag(("--import", "--import-strategy"), "import_strategy_file", str, ""),
     Flag(("--export", "--export-strategy"), "export_strategy_file", str, ""),
     Flag(("--enable-parameter-parallel",), "enable_parameter_parallel", None, False),
     Flag(("--enable-attribute-parallel",), "enable_attribute_parallel", None, False),
     Flag(("--enable-sample-parallel",), "enable_sample_parallel", None, True),
-    Flag(("-ll:gpu",), "workers_per_node", _non_negative_int, 0),
+    Flag(("-ll:gpu",), "workers_per_node", _positive_int, 0),  # 0: not given, one device
     Flag(("-ll:cpu",), "cpus_per_node", _non_negative_int, 0),
     Flag(("-ll:fsize",), "device_memory_mb", _size_mb, 0),
     Flag(("-ll:zsize",), "zero_copy_memory_mb", _size_mb, 0),
@@ -90,7 +101,7 @@ FLAGS = (
     Flag(("--in-process",), "in_process", None, False),
     Flag(("--cluster",), "force_cluster", None, False),
     Flag(("--cpu",), "cpu_only", None, False),
-    Flag(("--seed",), "seed", int, 0),
+    Flag(("--seed",), "seed", _non_negative_int, 0),
     Flag(("--recovery-interval",), "recovery_interval", _non_negative_int, 10),
     Flag(("--profile",), "profile_file", str, ""),
     Flag(("--timeline",), "timeline_file", str, ""),
