@@ -102,6 +102,7 @@ FLAGS = (
     Flag(("--cluster",), "force_cluster", None, False),
     Flag(("--cpu",), "cpu_only", None, False),
     Flag(("--seed",), "seed", _non_negative_int, 0),
+    Flag(("--allow-nonfinite",), "allow_nonfinite", None, False),
     Flag(("--recovery-interval",), "recovery_interval", _non_negative_int, 10),
     Flag(("--profile",), "profile_file", str, ""),
     Flag(("--timeline",), "timeline_file", str, ""),

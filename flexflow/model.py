@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import checkpoint, profiling, recovery, report
+from . import checkpoint, nonfinite, profiling, recovery, report
 from .config import FFConfig, FlagError
 from .dataloader import SingleDataLoader, check_full_array
 from .initializers import ArrayInitializer, Initializer, default_initializer
@@ -470,6 +470,8 @@ class FFModel:
                                                   simulator.simulate_taskgraph(taskgraph),
                                                   simulator.machine.describe())
             taskgraph = profiling.instrument(taskgraph)
+        if not config.allow_nonfinite:
+            taskgraph = nonfinite.guard(taskgraph)
         self._cluster_in_use = cluster
         if cluster:
             self._executor = DaskExecutor(taskgraph, self._ctx, cluster.client, cluster.workers,
@@ -587,7 +589,8 @@ class FFModel:
                                f"create a data loader and call next_batch(), or set_tensor()")
         pieces = self._on_devices(lambda executor: executor.run(*phases,
                                                                 zero_gradients=zero_gradients))
-        return self._profiler.take(pieces, self._ctx.training) if self._profiler else pieces
+        pieces = self._profiler.take(pieces, self._ctx.training) if self._profiler else pieces
+        return nonfinite.check(self, phases, pieces)
 
     def _on_devices(self, action, record: bool = True):
         """`action(executor)`; on a cluster, through the recovery journal, so that a lost worker

@@ -213,15 +213,32 @@ class SendWeightGrad(Action):
             _emit(out, self.dst, ("wgrad", self.key, grad))
 
 
+NONFINITE_GRADIENT = "nonfinite_gradient"  # metrics record of a checked Update: its weight key
+
+
 @dataclass(frozen=True)
 class Update(Action):
+    """Applies the weight's summed gradient with the optimizer. With `check_finite` (the
+    non-finite guard, flexflow/nonfinite.py) a gradient holding a NaN or Inf is not applied,
+    leaving the weight and its optimizer state as they were, and its weight key is reported in
+    the metrics instead."""
+
     key: WeightKey
+    check_finite: bool = False
+
+    @property
+    def sends_metrics(self) -> bool:
+        """The Dask executor gathers the metrics of groups holding an action that says so."""
+        return self.check_finite
 
     def run(self, store, ctx, out):
         grad = store.weight_grads.get(self.key)
         for extra in store.incoming_wgrads.pop(self.key, []):
             grad = extra if grad is None else grad + extra
         if grad is None:
+            return
+        if self.check_finite and not bool(store.xp.isfinite(grad).all()):
+            out.setdefault("metrics", []).append({NONFINITE_GRADIENT: self.key})
             return
         weight = store.weights[self.key]
         if self.key not in store.opt_state:

@@ -10,6 +10,7 @@ from ..initializers import (GlorotUniformInitializer, Initializer, NormInitializ
                             UniformInitializer, ZeroInitializer)
 from ..metrics import PerfMetrics
 from ..model import FFModel
+from ..nonfinite import NonFiniteError
 from ..op import WRAPPERS, Batch_Norm, Op
 from ..ops.spec import ShapeError
 from ..optimizers import AdamOptimizer, SGDOptimizer

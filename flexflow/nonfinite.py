@@ -1,0 +1,161 @@
+"""The non-finite guard: training stops at the first NaN or Inf in a loss or a gradient with a
+`NonFiniteError` that names the layer where it first appeared, unless `--allow-nonfinite` is given
+(then training goes on, as FlexFlow's did).
+
+Cheap while all is well, since nothing extra leaves the devices: the loss is already on the
+client in the metrics, and every weight update of a guarded task graph (`guard`) tests the
+gradient it is about to apply, reporting through the metrics channel only when that gradient is
+not finite. Only then does `diagnose` read this iteration's values and gradients back from the
+devices (they stay in the device stores until the next forward pass starts): the fed batches,
+every layer's outputs in forward order, the loss, then the gradients each layer's backward pass
+made (of its weights, then of its inputs) in backward order. A gradient that several layers add
+to (a tensor read twice, a shared weight) is named at the first of them in backward order.
+
+The weights stay finite: a gradient that is not finite is never applied (nor does it touch the
+optimizer state). The step that raises is applied to the weights whose gradients were finite,
+since a training step is one task graph and their updates do not wait for the others. A loss
+that is not finite is seen when the step's graph has run, so if its gradients were all finite,
+that step was applied in full.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .scheduler.actions import NONFINITE_GRADIENT, Update
+from .scheduler.taskgraph import TaskGraph
+
+
+class NonFiniteError(FloatingPointError):
+    """A loss or gradient became NaN or Inf during training. `layer`: the name of the first layer
+    where a non-finite value appeared (None for a fed batch); `tensor`: what held it (`output`,
+    `loss`, `loss gradient`, `weight gradient`, `input gradient` or `input`); `iteration`: the
+    training iteration, counting from 1."""
+
+    def __init__(self, message: str, layer: str | None, tensor: str, iteration: int):
+        super().__init__(message)
+        self.layer = layer
+        self.tensor = tensor
+        self.iteration = iteration
+
+
+def guard(taskgraph: TaskGraph) -> TaskGraph:
+    """The same task graph with every weight update checking its gradient."""
+    tasks = [replace(t, action=replace(t.action, check_finite=True))
+             if isinstance(t.action, Update) else t for t in taskgraph.tasks]
+    return TaskGraph(tasks, taskgraph.weight_devices)
+
+
+def check(model, phases: tuple[str, ...], pieces: list[dict]) -> list[dict]:
+    """One run's metric pieces without the guard's records; raises `NonFiniteError` when the run
+    trained (backward or update) and its loss or a gradient was not finite."""
+    flagged = [piece[NONFINITE_GRADIENT] for piece in pieces if NONFINITE_GRADIENT in piece]
+    rest = [piece for piece in pieces if NONFINITE_GRADIENT not in piece] if flagged else pieces
+    if model.ffconfig.allow_nonfinite or not ({"backward", "update"} & set(phases)):
+        return rest
+    loss_finite = bool(np.isfinite(sum(piece.get("loss", 0.0) for piece in rest)))
+    if flagged or not loss_finite:
+        if "forward" in phases:  # it ran: its values can be read to look into the error
+            model._ran_forward = True
+        raise diagnose(model, loss_finite, flagged)
+    return rest
+
+
+@dataclass(frozen=True)
+class Finding:
+    layer: str | None  # None: a fed batch
+    tensor: str        # the kind, as `NonFiniteError.tensor`
+    what: str          # for the message
+    note: str = ""     # what explains it, if found
+
+
+def diagnose(model, loss_finite: bool, flagged: list) -> NonFiniteError:
+    """The error naming the first layer where a non-finite value appeared this iteration;
+    `flagged`: the weight keys whose updates found their gradients not finite."""
+    iteration = model._ctx.step + 1
+    found = _first_nonfinite(_Reader(model), loss_finite)
+    if found is None:  # not to be seen on the devices any more: name what the update saw
+        owner, index, _ = flagged[0]
+        layer = model.graph.layers[owner]
+        found = Finding(layer.name, "weight gradient",
+                        f"the gradient of its weight '{layer.weights[index].name}'")
+    where = f", layer '{found.layer}'" if found.layer is not None else ""
+    message = (f"training iteration {iteration}{where}: {found.what} is not finite (NaN or "
+               f"Inf){found.note}, the first non-finite value of this iteration. Training stopped; "
+               f"gradients that are not finite were not applied (--allow-nonfinite trains on "
+               f"regardless)")
+    return NonFiniteError(message, found.layer, found.tensor, iteration)
+
+
+class _Reader:
+    """Host copies of this iteration's data, read from the devices on request."""
+
+    def __init__(self, model):
+        self.model = model
+        self.graph = model.graph
+
+    def _read(self, action):
+        return self.model._on_devices(action, record=False)
+
+    def value(self, tensor: int):
+        spec = self.graph.tensors[tensor].spec
+        return self._read(lambda executor: executor.get_value(tensor, spec.shape, spec.dtype))
+
+    def grad(self, tensor: int):
+        shape = self.graph.tensors[tensor].spec.shape
+        return self._read(lambda executor: executor.get_grad(tensor, shape))
+
+    def weight(self, layer, index: int, gradient: bool):
+        """A weight of `layer` (its owner's, when it shares them), or its summed gradient."""
+        owner = layer.weight_owner
+        shape = self.graph.layers[owner].weights[index].shape
+        if gradient:
+            return self._read(lambda executor: executor.get_weight_grad(owner, index, shape))
+        return self._read(lambda executor: executor.get_weight(owner, index, shape))
+
+
+def _finite(array) -> bool:
+    array = np.asarray(array)
+    return not np.issubdtype(array.dtype, np.floating) or bool(np.isfinite(array).all())
+
+
+def _first_nonfinite(reader: _Reader, loss_finite: bool) -> Finding | None:
+    """The first non-finite value, in the order of the module docstring; None if every value
+    read is finite."""
+    model, graph = reader.model, reader.graph
+    for tensor, array in model._feeds.items():
+        if not _finite(array):
+            return Finding(None, "input", f"the batch fed to {model._tensor_name(tensor)}")
+    for layer in graph.layers:
+        for tensor in layer.outputs:
+            if not _finite(reader.value(tensor)):
+                return Finding(layer.name, "output",
+                               f"its output {graph.tensors[tensor].spec.shape}",
+                               _weights_note(reader, layer))
+    objective = model.objective
+    last = graph.layers[graph.tensors[objective.output].producer[0]]
+    if not loss_finite:
+        return Finding(last.name, "loss", "the loss of its output")
+    grad_tensor = last.inputs[0] if objective.through_softmax else objective.output
+    if not _finite(reader.grad(grad_tensor)):
+        return Finding(last.name, "loss gradient", "the loss gradient of its output")
+    for layer in reversed(graph.layers):
+        for index, weight in enumerate(graph.layers[layer.weight_owner].weights):
+            if not _finite(reader.weight(layer, index, gradient=True)):
+                return Finding(layer.name, "weight gradient",
+                               f"the gradient of its weight '{weight.name}'")
+        for tensor in dict.fromkeys(layer.inputs):
+            if graph.tensors[tensor].producer is not None and not _finite(reader.grad(tensor)):
+                return Finding(layer.name, "input gradient", f"the gradient its backward pass "
+                               f"gives its input, the {model._tensor_name(tensor)}")
+    return None
+
+
+def _weights_note(reader: _Reader, layer) -> str:
+    """Why a layer's output may not be finite: ` (as is its weight 'kernel')`."""
+    owner = reader.graph.layers[layer.weight_owner]
+    bad = [w.name for index, w in enumerate(owner.weights)
+           if not _finite(reader.weight(layer, index, gradient=False))]
+    return f" (as is its weight '{bad[0]}')" if bad else ""
