@@ -209,6 +209,18 @@ def test_weights_declaring_more_than_they_hold_are_refused_before_allocation(tmp
     assert peak < 64 << 20
 
 
+@pytest.mark.parametrize("size, op, operand", [("shape; 1", "POW", 10 ** 9),
+                                               ("shape", "SCALAR_MULTIPLY", 10 ** 12)])
+def test_ff_arithmetic_on_sizes_is_bounded(tmp_path, size, op, operand):
+    """`x.size(1) ** 10**9` or `x.shape * 10**12` would take hours or all the memory."""
+    path = tmp_path / "sizes.ff"
+    path.write_text(f"x; ; size,output,; INPUT\nsize; x,; op,; GETATTR; {size}\n"
+                    f"op; size,; ; {op}; {operand}\noutput; x,; ; OUTPUT\n")
+    seed = S.Seed("sizes", b"", ".ff", inputs=[((2, 4), np.float32)])
+    result = outcome(lambda: use_ff(path, seed))
+    assert isinstance(result, ConversionError) and "sizes.ff" in str(result), result
+
+
 def test_files_never_run_code(tmp_path):
     """A `.ff` parameter is a literal or a string, never evaluated; a pickled (object) array in
     the weights is refused, never unpickled."""
