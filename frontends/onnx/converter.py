@@ -21,6 +21,7 @@ from flexflow.core import DataType, ShapeError, Tensor
 from flexflow.type import NUMPY_DTYPE
 
 from . import layout_ops, logic_ops, math_ops, nn_ops  # noqa: F401  (register the handlers)
+from .errors import ONNXImportError
 from .fold_limits import check_output_sizes
 from .loader import GraphInfo
 from .node import Node
@@ -88,6 +89,8 @@ class Converter:
                     outputs = rule.handler(self, node, inputs)
                 except ShapeError as error:
                     raise node.error(str(error)) from None
+                except ONNXImportError:  # already names the node and the problem
+                    raise
                 except (ValueError, TypeError, IndexError, KeyError, AttributeError,
                         ArithmeticError) as error:  # inputs or attributes of a malformed file
                     raise node.error(f"malformed ({type(error).__name__}: {error})") from error
