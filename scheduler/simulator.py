@@ -120,8 +120,8 @@ def _transfer(route: Route, nbytes: float, ready: float, free: dict[str, float],
         ready = start + hop.latency + nbytes / hop.bandwidth
         for resource in hop.resources:
             free[resource] = ready
-            if transfers is not None:
-                transfers.append(Transfer(resource, start, ready))
+        if transfers is not None:
+            transfers.extend(Transfer(resource, start, ready) for resource in hop.resources)
     return ready
 
 
