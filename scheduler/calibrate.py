@@ -161,6 +161,10 @@ def _kernel(xp, rng, call: KernelCall) -> Callable[[], Any]:
         weight, grad = _array(xp, rng, shape, "float32"), _array(xp, rng, shape, "float32")
         state = call.subject.init_state(xp, weight)
         return lambda: call.subject.update(xp, weight, grad, state, 0)
+    if call.phase == "check":
+        (shape,) = call.probe
+        grad = _array(xp, rng, shape, "float32")
+        return lambda: bool(xp.isfinite(grad).all())
     op = call.subject
     out_boxes, in_boxes, in_shapes, in_dtypes, weight_shapes, group, grads = call.probe
     xs = [_array(xp, rng, b.shape, d) for b, d in zip(in_boxes, in_dtypes)]

@@ -56,12 +56,15 @@ def _nbytes(shape, dtype: str) -> int:
 
 class KernelCalls:
     """Builds (and memoises) the kernel calls of forward/backward partitions, losses and
-    optimizer updates for one model."""
+    optimizer updates for one model. `checked_updates`: every update also tests its gradient
+    for NaN and Inf (as the executor's updates do under FFModel's non-finite guard), whether
+    or not the task graph's Update actions say so."""
 
-    def __init__(self, graph: Graph, loss=None, optimizer=None):
+    def __init__(self, graph: Graph, loss=None, optimizer=None, checked_updates: bool = False):
         self.graph = graph
         self.loss = loss
         self.optimizer = optimizer
+        self.checked_updates = checked_updates
         self._loss_text = describe(loss) if loss is not None else "loss"
         self._optimizer_text = describe(optimizer) if optimizer is not None else "update"
         self._memo: dict[tuple, Any] = {}
@@ -132,6 +135,23 @@ class KernelCalls:
                                                  nbytes / 4, nbytes)
         return call
 
+    def check_call(self, shape: tuple[int, ...]) -> KernelCall:
+        """The test of a gradient for NaN and Inf before it is applied (`Update.check_finite`):
+        one more pass over the gradient."""
+        memo = ("check", shape)
+        call = self._memo.get(memo)
+        if call is None:
+            nbytes = _nbytes(shape, "float32")
+            call = self._memo[memo] = KernelCall(f"check|isfinite|{shape}", "check", None,
+                                                 (shape,), nbytes / 4, nbytes)
+        return call
+
+    def update_calls(self, action: A.Update) -> list[KernelCall]:
+        shape = action.key[2].shape
+        if self.checked_updates or action.check_finite:
+            return [self.update_call(shape), self.check_call(shape)]
+        return [self.update_call(shape)]
+
     def of_task(self, action: A.Action, forward_of: Callable[[int, int], A.Forward]
                 ) -> list[KernelCall]:
         """The kernel calls an action makes (none for pure data movement)."""
@@ -146,7 +166,7 @@ class KernelCalls:
         if isinstance(action, A.Loss):
             return [self.loss_call(action)]
         if isinstance(action, A.Update):
-            return [self.update_call(action.key[2].shape)]
+            return self.update_calls(action)
         return []
 
 
@@ -230,8 +250,8 @@ def calls_for(calls: KernelCalls, builder, configs: dict[int, list], objective=N
                     continue
                 for wkey in forward.weight_keys:
                     if layer.weights[wkey[1]].role not in A.BUFFER_ROLES:
-                        call = calls.update_call(wkey[2].shape)
-                        found.setdefault(call.key, call)
+                        for call in calls.update_calls(A.Update(wkey)):
+                            found.setdefault(call.key, call)
                 if index == last:
                     box = forward.out_boxes[graph.layers[index].outputs.index(
                         objective.output)]

@@ -36,6 +36,7 @@ class PlanOptions:
     taskgraph_file: str = ""
     cpu_only: bool = False
     refresh_cluster: bool = False  # measure the scheduler and links again, not from the cache
+    checked_updates: bool = True   # updates test gradients (FFModel's non-finite guard is on)
 
 
 def runner_for(cluster, num_devices: int, cpu_only: bool):
@@ -110,7 +111,8 @@ class Planner:
     def _machine(self, configs: dict[int, list]) -> MachineModel:
         machine = machine_from_file(self.options)
         if machine is None:
-            calls = KernelCalls(self.graph, self.loss, self.optimizer)
+            calls = KernelCalls(self.graph, self.loss, self.optimizer,
+                                self.options.checked_updates)
             needed = calls_for(calls, TaskGraphBuilder(self.graph, self.objective), configs,
                                self.objective)
             machine = calibrate(self.runner, needed, self.options.device_memory or None,
@@ -124,7 +126,7 @@ class Planner:
     def _simulator(self, configs: dict[int, list]) -> Simulator:
         if self.simulator is None:
             self.simulator = Simulator(self.graph, self.objective, self._machine(configs),
-                                       self.loss, self.optimizer)
+                                       self.loss, self.optimizer, self.options.checked_updates)
         return self.simulator
 
     def simulator_for(self, *strategies: Strategy) -> Simulator:

@@ -16,7 +16,7 @@ STEPS = 25
 
 
 def plan_view(simulation):
-    return [(p.name, p.device, p.cost, p.sent, p.feeds, p.receive_from, p.after)
+    return [(p.name, p.device, p.cost, p.sent, p.feeds, p.receive_from, p.after, p.metrics)
             for p in simulation.plans]
 
 
@@ -25,7 +25,8 @@ def test_delta_equals_full_on_random_proposals(name):
     build = MODELS.get(name, embedding_bag)
     ff, objective = compiled(build, BATCH)
     graph = ff.graph
-    simulator = Simulator(graph, objective, small_machine(), ff._loss, ff.optimizer)
+    simulator = Simulator(graph, objective, small_machine(), ff._loss, ff.optimizer,
+                          checked_updates=True)
     space = SearchSpace(graph, 4, SearchOptions(1, enable_parameter_parallel=True,
                                                 enable_attribute_parallel=True))
     rng = random.Random(hash(name) % 1000)

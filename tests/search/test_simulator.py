@@ -120,6 +120,17 @@ def test_devices_sharing_one_core_run_one_at_a_time():
     assert one_core.ends == pytest.approx([3.5, 5.0])
 
 
+def test_a_group_that_sends_metrics_is_followed_by_the_executors_metrics_task():
+    # DaskExecutor.run adds a Dask task after each group holding a loss (or another action that
+    # sends metrics), on its device; the iteration waits for it
+    plain = simulate(graph_with((1,)), [Task("a", 0, "forward", A.Receive())], 1)
+    loss = simulate(graph_with((1,)), [Task("a", 0, "loss", A.Receive())], 1)
+    assert plain.ends == pytest.approx([3.5]) and plain.time == pytest.approx(6.5)
+    # the group runs 2 .. 3.5; its metrics task is dispatched at 5.5 and runs 0.5 ms
+    assert [p.name for p in loss.plans] == ["a-d0e0", "metrics-a-d0e0"]
+    assert loss.ends == pytest.approx([3.5, 6.0]) and loss.time == pytest.approx(9.0)
+
+
 def test_loaded_batches_come_over_the_clients_route():
     graph = graph_with((1000,))  # 4000 bytes, shipped whole with the task that loads it
     tasks = [Task("load", 0, "forward", A.Load(0, Box(((0, 500),))))]

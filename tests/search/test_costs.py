@@ -1,0 +1,46 @@
+"""Task costs: what the executor's weight updates do under the non-finite guard."""
+
+import numpy as np
+import pytest
+
+from flexflow.scheduler import actions as A
+from flexflow.scheduler.calibrate import time_kernels
+from flexflow.scheduler.simulator import Simulator
+from flexflow.scheduler.strategy import data_parallel_strategy
+
+from ..parallel.models import BATCH, mlp
+from .helpers import compiled, small_machine
+
+
+def update_times(simulation):
+    return [ms for p in simulation.plans for t, ms in zip(p.tasks, p.task_ms)
+            if isinstance(t.action, A.Update)]
+
+
+def test_checked_updates_cost_one_more_pass_over_the_gradient_and_send_metrics():
+    ff, objective = compiled(mlp, BATCH)
+    machine = small_machine(devices=2, nodes=1)
+    strategy = data_parallel_strategy(ff.graph, 2)
+    plain, checked = (Simulator(ff.graph, objective, machine, ff._loss, ff.optimizer, flag)
+                      .simulate_full(strategy) for flag in (False, True))
+    kind = machine.kind(0)
+    shapes = [t.action.key[2].shape for p in plain.plans for t in p.tasks
+              if isinstance(t.action, A.Update)]
+    # the test reads the gradient once: 4 bytes per element at the device's memory bandwidth
+    extra = [kind.analytic(0, 4 * np.prod(s)) for s in shapes]
+    assert update_times(checked) == pytest.approx(
+        [ms + e for ms, e in zip(update_times(plain), extra)])
+    updating = {p.name for p in plain.plans
+                if any(isinstance(t.action, A.Update) for t in p.tasks)}
+    metrics = {p.name for p in checked.plans if p.name.startswith("metrics-")}
+    assert {f"metrics-{name}" for name in updating} <= metrics
+    assert checked.time > plain.time
+
+
+def test_calibration_times_the_gradient_test():
+    ff, objective = compiled(mlp, BATCH)
+    simulator = Simulator(ff.graph, objective, small_machine(), checked_updates=True)
+    check = simulator.calls.check_call((512, 512))
+    assert check.key.startswith("check|") and check.nbytes == 4 * 512 * 512
+    [(relative, partial_bytes)] = time_kernels([check], cpu_only=True)
+    assert relative > 0 and partial_bytes == 0
