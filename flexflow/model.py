@@ -447,7 +447,7 @@ class FFModel:
             strategy = strategy_file.load(config.import_strategy_file, self.graph, num_devices)
             what = f"the strategy of {config.import_strategy_file}"
         runner = runner_for(cluster, num_devices, config.cpu_only)
-        planner = Planner(self.graph, objective, num_devices, runner, self._plan_options(),
+        planner = Planner(self.graph, objective, num_devices, runner, self._plan_options(first),
                           self._loss, self._optimizer)
         trace = search_trace.SearchTrace() if first and config.search_plot_file else None
         if config.search_budget > 0:
@@ -485,14 +485,17 @@ class FFModel:
         """(ours) What training optimizes, once compiled: the output and label tensors."""
         return self._objective
 
-    def _plan_options(self) -> PlanOptions:
-        """The search and machine-model flags, for the planner."""
+    def _plan_options(self, first: bool = True) -> PlanOptions:
+        """The search and machine-model flags, for the planner. After a lost worker (`first`
+        False) the machine-model file no longer describes the devices: calibrate what remains."""
         config = self._ffconfig
         search = SearchOptions(config.search_budget, config.search_alpha,
                                config.enable_sample_parallel, config.enable_parameter_parallel,
                                config.enable_attribute_parallel, config.seed)
-        return PlanOptions(search, config.machine_model_version, config.machine_model_file,
-                           config.device_memory_mb << 20, config.export_strategy_task_graph_file,
+        version, machine_file = ((config.machine_model_version, config.machine_model_file)
+                                 if first else (0, ""))
+        return PlanOptions(search, version, machine_file, config.device_memory_mb << 20,
+                           config.export_strategy_task_graph_file if first else "",
                            config.cpu_only)
 
     def _cluster(self):

@@ -71,7 +71,28 @@ def kill_during_run(monkeypatch, client, victim, at_call):
     monkeypatch.setattr(DaskExecutor, "run", run)
 
 
-def test_killed_worker_mid_fit(monkeypatch, capsys):
+THREE_GPUS = """# FlexFlow's machine-model file: three GPUs on one socket
+num_nodes = 1
+num_sockets_per_node = 1
+num_cpus_per_socket = 3
+num_gpus_per_socket = 3
+nvlink_latency = 0.001
+nvlink_bandwidth = 18.52
+pci_latency = 0.001
+pci_bandwidth = 12.578
+intra_socket_gpu_fb_mem_to_gpu_fb_mem = nvlink
+"""
+
+
+@pytest.mark.parametrize("search", [False, True], ids=["data-parallel", "searched"])
+def test_killed_worker_mid_fit(monkeypatch, capsys, tmp_path, search):
+    """Data parallel: planned again data parallel. Searched on a machine-model file, which stops
+    describing the devices once one is lost: the remaining workers are calibrated and the
+    strategy searched again."""
+    monkeypatch.setenv("FLEXFLOW_DASK_CACHE", str(tmp_path))
+    machine = tmp_path / "machine.txt"
+    machine.write_text(THREE_GPUS)
+    search = ["--budget", "20", "--machine-model-file", str(machine)] if search else []
     reference, ref_lines, _ = build_and_fit(["-ll:gpu", "3", "--in-process"], capsys)
     at = random.Random(os.environ.get("PYTEST_SEED", "worker-loss")).randrange(
         2, EPOCHS * SAMPLES // BATCH)
@@ -81,9 +102,11 @@ def test_killed_worker_mid_fit(monkeypatch, capsys):
             victim = sorted(client.scheduler_info(n_workers=-1)["workers"])[1]
             kill_during_run(monkeypatch, client, victim, at)
             with pytest.warns(WorkerLostWarning, match="left the cluster"):
-                weights, lines, ff = build_and_fit(["--scheduler", address, "-ll:gpu", "3"],
-                                                   capsys)
+                weights, lines, ff = build_and_fit(
+                    ["--scheduler", address, "-ll:gpu", "3", *search], capsys)
             assert len(ff._executor.workers) == 2 and victim not in ff._executor.workers
+            assert all(config.devices and max(config.devices) < 2
+                       for config in ff.strategy.values())
         finally:
             cluster_module.disconnect(address)
     assert len(lines) == len(ref_lines) == EPOCHS * SAMPLES // BATCH
