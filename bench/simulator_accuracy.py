@@ -157,8 +157,8 @@ def main():
                 ff._executor.close()
                 rows.append((label, predicted, measured))
                 print(f"{workers} workers  {label:34s} predicted {predicted:9.1f} ms  measured "
-                      f"{measured:9.1f} ms  error {100 * (predicted - measured) / measured:+6.1f}%",
-                      flush=True)
+                      f"{measured:9.1f} ms  error {100 * (predicted - measured) / measured:+6.1f}%"
+                      f"  (load {os.getloadavg()[0]:.1f})", flush=True)
             cluster_module.disconnect(address)
         summary(f"{workers} workers", rows)
         everything += rows

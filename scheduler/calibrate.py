@@ -10,15 +10,17 @@
   with one fingerprint share measurements.
 * Cores: the reference kernel on one device and on all at once gives how many devices really
   compute at the same time (worker processes standing in for devices share the host's cores).
-  The scheduler's overheads are CPU work as well and are rescaled by the reference like kernels.
+  The scheduler's overheads are rescaled at every calibration by a short chain of probe tasks
+  timed then and when they were measured (the pace of the scheduler on a shared host).
 * Scheduler and links: probe task graphs run through the real executor, round-robin so that load
   swings hit them alike: chains of dependent fused tasks across two devices (per-level cost),
   rings that keep every device busy at every level, rings where each task fetches from every
   other device, gathers to one device and spreads back (a data-parallel update's shape); the
   scheduler's overheads (per fused task, per hop, per fetched input, per iteration, fetch
-  latency) are those with which the simulator itself reproduces these times best. A fused
-  task of many no-op actions gives the per-action overhead, a transfer of a few MB the
-  bandwidth, raw Dask task chains on one and on two workers the starting fetch latency, and
+  latency, the scheduler's own time per task: what makes a ring's level dearer than a chain's)
+  are those with which the simulator itself reproduces these times best. A fused
+  task of many no-op actions gives the per-action overhead, transfers of 4 and 32 MB the
+  bandwidth (shared by the transfers out of, or into, one worker), raw Dask task chains on one and on two workers the starting fetch latency, and
   submitting arrays the client's bandwidth to a worker.
 
 Everything is cached on disk (`$FLEXFLOW_DASK_CACHE`, default `~/.cache/flexflow-dask`): one
@@ -50,15 +52,18 @@ from .machine import GB, DeviceKind, Hop, MachineModel, Overheads
 from .taskgraph import Task, TaskGraph
 
 CACHE_ENV = "FLEXFLOW_DASK_CACHE"
-CACHE_FORMAT = 4  # kernel times as multiples of the reference kernel; reference in cluster files
+CACHE_FORMAT = 4  # kernel times as multiples of the reference kernel timed with them
+CLUSTER_FORMAT = 4  # cluster files: overheads fitted to the simulator's model of the scheduler
 WARMUP, REPEATS, BUDGET_MS = 1, 5, 400.0  # per kernel: repeats stop early past the budget
 PROBE_BYTES = 4 << 20
+LINK_BYTES = 32 << 20  # with PROBE_BYTES: two transfer sizes, whose difference gives bandwidth
 REFERENCE_BYTES = 32 << 20  # the reference kernel's copy: memory-bound, as large kernels are
 CHAIN = (1, 2, 3, 4, 6)  # lengths of the dependent-hop probes
 RAW_CHAIN = (1, 2, 4, 8)  # lengths of the raw Dask chains that give the fetch latency
 STAR = (1, 2, 3)  # rounds of the gather-then-spread probes
 FIT_STEPS, FIT_DELTA = 25, 0.25  # Gauss-Newton steps and finite-difference step (ms)
 PROBE_RUNS = 9  # rounds of the scheduler and link probes
+PACE_CHAIN, PACE_RUNS = 4, 5  # the chain (and its runs) timed at every calibration
 WIDE = 200  # no-op actions in the probe of per-action overhead
 LOCAL_BANDWIDTH = 1e12   # bytes per ms: in-process "transfers" pass references
 
@@ -165,6 +170,10 @@ def _kernel(xp, rng, call: KernelCall) -> Callable[[], Any]:
         (shape,) = call.probe
         grad = _array(xp, rng, shape, "float32")
         return lambda: bool(xp.isfinite(grad).all())
+    if call.phase == "sum":
+        (shape,) = call.probe
+        grad, extra = _array(xp, rng, shape, "float32"), _array(xp, rng, shape, "float32")
+        return lambda: grad + extra
     op = call.subject
     out_boxes, in_boxes, in_shapes, in_dtypes, weight_shapes, group, grads = call.probe
     xs = [_array(xp, rng, b.shape, d) for b, d in zip(in_boxes, in_dtypes)]
@@ -434,6 +443,20 @@ def _star_graph(devices: int, rounds: int) -> TaskGraph:
     return TaskGraph(tasks)
 
 
+def scheduler_pace_ms(runner) -> float:
+    """Median time of a short chain of probe tasks across two devices: how fast the scheduler
+    and the workers' event loops turn tasks around now. Overheads measured earlier are scaled
+    by it (a shared host's load changes; a kernel's speed does not say how this changes)."""
+    devices = (0, 1) if runner.num_devices > 1 else (0,)
+    graph = _probe_graph(devices, PACE_CHAIN)
+    executor = runner.executor(graph)
+    try:
+        run = partial(executor.run, *dict.fromkeys(t.phase for t in graph.tasks))
+        return _interleaved_ms({"chain": run}, PACE_RUNS)["chain"]
+    finally:
+        executor.close()
+
+
 def effective_cores(runner) -> float:
     """How many devices' worth of work the host really runs at once: the reference kernel on
     one device, against on all of them together."""
@@ -442,11 +465,20 @@ def effective_cores(runner) -> float:
     return min(float(runner.num_devices), max(1.0, runner.num_devices * alone / together))
 
 
+def worker_routes(devices: int, latency: float, bandwidth: float) -> dict:
+    """Routes between worker processes: the fetch latency (a round trip, holding nothing), then
+    the bytes through the sender's and the receiver's transfer resources at once, so that the
+    transfers out of one worker, or into one, share its bandwidth (a worker's event loop moves
+    them all)."""
+    return {(s, d): (Hop((), latency, LOCAL_BANDWIDTH), Hop((f"send{s}", f"recv{d}"), 0.0,
+                                                             bandwidth))
+            for s in range(devices) for d in range(devices) if s != d}
+
+
 def _probe_machine(devices: int, cores: int | None, overheads: Overheads, fetch: float,
                    bandwidth: float) -> MachineModel:
     kind = DeviceKind("probe", 1 << 40, 1e12, 1e12)
-    routes = {(s, d): (Hop((f"link{s}-{d}",), fetch, bandwidth),)
-              for s in range(devices) for d in range(devices) if s != d}
+    routes = worker_routes(devices, fetch, bandwidth)
     host = tuple((Hop(("client",), 0.0, LOCAL_BANDWIDTH),) for _ in range(devices))
     return MachineModel({"probe": kind}, ("probe",) * devices, (0,) * devices, routes, host,
                         overheads, cores)
@@ -454,9 +486,9 @@ def _probe_machine(devices: int, cores: int | None, overheads: Overheads, fetch:
 
 def fit_overheads(graphs: dict, measured: dict, devices: int, cores: int | None,
                   action: float, bandwidth: float, start: Sequence[float]) -> list[float]:
-    """(task, hop, receive, iteration, fetch) ms that make the simulator reproduce the probe
-    graphs' measured times: relative least squares, Gauss-Newton from `start`, kept >= 0. So
-    calibration and prediction share one model of the scheduler, whatever its shape."""
+    """(task, hop, receive, iteration, fetch, scheduler) ms that make the simulator reproduce
+    the probe graphs' measured times: relative least squares, Gauss-Newton from `start`, kept
+    >= 0. So calibration and prediction share one model of the scheduler, whatever its shape."""
     import numpy
     from ..ops.graph import Graph
     from .simulator import Simulator
@@ -465,9 +497,9 @@ def fit_overheads(graphs: dict, measured: dict, devices: int, cores: int | None,
     measured_ms = numpy.array([measured[name] for name in names])
 
     def predict(p):
-        task, hop, receive, iteration, fetch = p
+        task, hop, receive, iteration, fetch, scheduler = p
         machine = _probe_machine(devices, cores, Overheads(task, action, hop, iteration,
-                                                           receive), fetch, bandwidth)
+                                                           receive, scheduler), fetch, bandwidth)
         simulator = Simulator(Graph(), None, machine)
         return numpy.array([simulator.simulate_taskgraph(graphs[n]).time for n in names])
 
@@ -500,6 +532,7 @@ def measure_cluster(runner, stream) -> dict:
     graphs = dict(shapes, wide=_probe_graph((0,), 1, WIDE + 1))
     if remote:
         graphs["link"] = _probe_graph(pair, 2, nbytes=PROBE_BYTES)
+        graphs["link large"] = _probe_graph(pair, 2, nbytes=LINK_BYTES)
     executors = {name: runner.executor(graph) for name, graph in graphs.items()}
     probes = {name: partial(executor.run, *dict.fromkeys(t.phase for t in graphs[name].tasks))
               for name, executor in executors.items()}
@@ -522,19 +555,25 @@ def measure_cluster(runner, stream) -> dict:
     slots = max(1, round(cores))
     cores_per_node = slots if slots < n else None
     hop, receive, iteration, fetch = max(0.0, per_level - task - action), 0.0, intercept, 0.0
+    scheduler = 0.0  # in this process there is no scheduler
     bandwidth, host_bandwidth = LOCAL_BANDWIDTH, LOCAL_BANDWIDTH
     if remote:
-        bandwidth = PROBE_BYTES / max(ms["link"] - ms[("chain", 2)], 1e-3)
+        bandwidth = (LINK_BYTES - PROBE_BYTES) / max(ms["link large"] - ms["link"], 1e-3)
         host_bandwidth = PROBE_BYTES / max(ms["submit large"] - ms["submit"], 1e-3)
         same = _fit(RAW_CHAIN, [ms[("same", k)] for k in RAW_CHAIN])[0]
         cross = _fit(RAW_CHAIN, [ms[("cross", k)] for k in RAW_CHAIN])[0]
         fetch = max(0.0, min(cross - same, hop))
-        task, hop, receive, iteration, fetch = fit_overheads(
+        # a level of a ring has a task on every device, a level of a chain one: what more it
+        # takes is, to start with, the scheduler's time for the other tasks
+        ring = _fit(CHAIN, [ms[("ring", k)] for k in CHAIN])[0]
+        scheduler = min(max(0.0, (ring - per_level) / (n - 1)), hop - fetch)
+        task, hop, receive, iteration, fetch, scheduler = fit_overheads(
             shapes, ms, n, cores_per_node, action, bandwidth,
-            (task, hop - fetch, 0.0, max(iteration, 0.0), fetch))
+            (task, hop - fetch - scheduler, 0.0, max(iteration, 0.0), fetch, scheduler))
     return {"overheads_ms": {"task": task, "action": action, "hop": hop,
-                             "iteration": max(0.0, iteration), "receive": receive},
-            "reference_ms": runner.run(0, reference_ms, runner.cpu_only),
+                             "iteration": max(0.0, iteration), "receive": receive,
+                             "scheduler": scheduler},
+            "scheduler_ms": scheduler_pace_ms(runner),
             "cores": cores_per_node, "effective_cores": cores,
             "link": {"latency_ms": fetch, "bandwidth_gbs": bandwidth / GB},
             "host": {"latency_ms": 0.0, "bandwidth_gbs": host_bandwidth / GB}}
@@ -586,14 +625,16 @@ def calibrate(runner, calls: Sequence[KernelCall], memory: int | None = None,
                                 data["memory_bandwidth_gbs"] / slower)
     hosts = runner.hosts()
     shape = {"kinds": keys, "hosts": [hosts.index(h) for h in hosts],
-             "runner": type(runner).__name__, "cache format": CACHE_FORMAT}
+             "runner": type(runner).__name__, "cache format": CACHE_FORMAT,
+             "cluster format": CLUSTER_FORMAT}
     path = cache_dir() / f"cluster-{_digest(shape)}.json"
     cluster = {} if refresh_cluster else _load(path)
-    if not cluster:
+    drift = 1.0  # how much slower the scheduler turns tasks around than when it was measured
+    if cluster:
+        drift = scheduler_pace_ms(runner) / cluster["scheduler_ms"]
+    else:
         cluster = measure_cluster(runner, stream)
         _store(path, {**cluster, "shape": shape})
-    # the scheduler's overheads are CPU work too: they follow the host's speed like kernels
-    drift = now[keys[0]] / cluster["reference_ms"]
     machine = _model(runner, names, kinds, costs, partials, cluster, memory, drift)
     print(f"Calibration: {machine.describe()}; {len(unique)} kernel shapes, {measured} "
           f"measured, {cached} from the cache ({cache_dir()})", file=stream)
@@ -640,9 +681,8 @@ def _model(runner, names, kinds, costs, partials, cluster, memory, drift) -> Mac
                                                   if n == name),
                                         flops * 1e6, bandwidth * GB)
     link, host = cluster["link"], cluster["host"]
-    routes = {(s, d): (Hop((f"link{s}-{d}",), link["latency_ms"] * drift,
-                           link["bandwidth_gbs"] * GB),)
-              for s in range(runner.num_devices) for d in range(runner.num_devices) if s != d}
+    routes = worker_routes(runner.num_devices, link["latency_ms"] * drift,
+                           link["bandwidth_gbs"] * GB)
     host_routes = tuple((Hop(("client",), host["latency_ms"], host["bandwidth_gbs"] * GB),)
                         for _ in range(runner.num_devices))
     overheads = Overheads(**{k: v * drift for k, v in cluster["overheads_ms"].items()})

@@ -146,6 +146,16 @@ class KernelCalls:
                                                  (shape,), nbytes / 4, nbytes)
         return call
 
+    def sum_call(self, shape: tuple[int, ...]) -> KernelCall:
+        """Adding a gradient a replica sent in to the owner's (`Update.run`): a new array."""
+        memo = ("sum", shape)
+        call = self._memo.get(memo)
+        if call is None:
+            nbytes = 3 * _nbytes(shape, "float32")  # read two arrays, write one
+            call = self._memo[memo] = KernelCall(f"sum|add|{shape}", "sum", None, (shape,),
+                                                 nbytes / 12, nbytes)
+        return call
+
     def update_calls(self, action: A.Update) -> list[KernelCall]:
         shape = action.key[2].shape
         if self.checked_updates or action.check_finite:
@@ -202,7 +212,9 @@ class TaskCoster:
             return TaskCost(ms, METRICS_BYTES)
         if kind is A.Update:  # sums the gradients replicas send in first
             incoming = sum(1 for d in task.deps if "-sendgrad-" in d)
-            ms += incoming * machine.copy_time(device, volume(action.key[2]) * 4)
+            if incoming:
+                call = self.calls.sum_call(action.key[2].shape)
+                ms += incoming * machine.kernel_time(device, call.key, call.flops, call.nbytes)
         return TaskCost(ms)
 
 
@@ -230,7 +242,8 @@ def calls_for(calls: KernelCalls, builder, configs: dict[int, list], objective=N
               ) -> list[KernelCall]:
     """Every kernel call the given per-layer configurations can make (what the search may
     score): forward, backward and partials of each partition, the loss under each
-    configuration of the output's producer, and the update of each weight box."""
+    configuration of the output's producer, and the update of each weight box (with the test
+    of its gradient when updates are checked, and the sum of a gradient a replica sends in)."""
     graph = calls.graph
     found: dict[str, KernelCall] = {}
     last = graph.tensors[objective.output].producer[0] if objective is not None else None
@@ -250,7 +263,8 @@ def calls_for(calls: KernelCalls, builder, configs: dict[int, list], objective=N
                     continue
                 for wkey in forward.weight_keys:
                     if layer.weights[wkey[1]].role not in A.BUFFER_ROLES:
-                        for call in calls.update_calls(A.Update(wkey)):
+                        for call in calls.update_calls(A.Update(wkey)) + [
+                                calls.sum_call(wkey[2].shape)]:
                             found.setdefault(call.key, call)
                 if index == last:
                     box = forward.out_boxes[graph.layers[index].outputs.index(
@@ -259,15 +273,4 @@ def calls_for(calls: KernelCalls, builder, configs: dict[int, list], objective=N
                                   builder.label_box(box), builder.grad_tensor)
                     call = calls.loss_call(loss)
                     found.setdefault(call.key, call)
-    return list(found.values())
-
-
-def calls_of(calls: KernelCalls, taskgraph) -> list[KernelCall]:
-    """The kernel calls of one task graph."""
-    forwards = {(t.action.layer, t.action.part): t.action for t in taskgraph.tasks
-                if isinstance(t.action, A.Forward)}
-    found: dict[str, KernelCall] = {}
-    for t in taskgraph.tasks:
-        for call in calls.of_task(t.action, lambda layer, part: forwards[(layer, part)]):
-            found.setdefault(call.key, call)
     return list(found.values())

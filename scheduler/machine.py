@@ -75,6 +75,7 @@ class Overheads:
     hop: float = 0.0        # from the last dependency's end (or submission) to the task's dispatch
     iteration: float = 0.0  # per iteration: submitting the graph, waiting, gathering metrics
     receive: float = 0.0    # per input fetched from another device, on the receiving device
+    scheduler: float = 0.0  # per Dask task, on the one scheduler every dispatch goes through
 
 
 @dataclass
@@ -238,8 +239,9 @@ def cluster(name: str, kind: DeviceKind, nodes: int, per_node: int,
 
 # Planning presets. Device figures are the vendors' FP32 peaks and memory bandwidths; our kernels
 # are assumed to reach half the peak FLOPs. The Dask overheads are assumptions for a scheduler on
-# dedicated hosts (measure a real cluster with calibration instead).
-PRESET_OVERHEADS = Overheads(task=0.2, action=0.01, hop=1.0, iteration=2.0)
+# dedicated hosts (measure a real cluster with calibration instead); the scheduler's own time per
+# task is the low end of the 200 us to 1 ms per task that Dask's documentation gives.
+PRESET_OVERHEADS = Overheads(task=0.2, action=0.01, hop=1.0, iteration=2.0, scheduler=0.2)
 P100 = DeviceKind("P100", 16 << 30, 10.6e9, 732 * GB, 0.05, 0.5)
 K80 = DeviceKind("K80", 12 << 30, 4.37e9, 240 * GB, 0.05, 0.5)
 H100 = DeviceKind("H100", 80 << 30, 67e9, 3350 * GB, 0.02, 0.5)
@@ -301,7 +303,8 @@ FLEXFLOW_PATHS = tuple(f"{scope}_{a}_to_{b}" for scope in ("intra_socket", "inte
 EXTENSIONS = {"gpu_fb_mem_mb": None, "gpu_peak_tflops": 10.6, "gpu_mem_bandwidth": 732.0,
               "gpu_kernel_overhead": 0.05, "gpu_efficiency": 0.5,
               "task_overhead": PRESET_OVERHEADS.task, "action_overhead": PRESET_OVERHEADS.action,
-              "hop_latency": PRESET_OVERHEADS.hop, "iteration_overhead": PRESET_OVERHEADS.iteration}
+              "hop_latency": PRESET_OVERHEADS.hop, "iteration_overhead": PRESET_OVERHEADS.iteration,
+              "scheduler_overhead": PRESET_OVERHEADS.scheduler}
 COMPONENTS = ("membus", "upi", "nic", "pci_to_host", "pci_to_dev", "nvlink")
 
 
@@ -395,7 +398,8 @@ def from_flexflow(text: str, source: str, gpu_memory: int | None = None) -> Mach
         return path(key, d, d) if key in v else component("pci_to_dev", d, d)
 
     overheads = Overheads(float(ext["task_overhead"]), float(ext["action_overhead"]),
-                          float(ext["hop_latency"]), float(ext["iteration_overhead"]))
+                          float(ext["hop_latency"]), float(ext["iteration_overhead"]),
+                          scheduler=float(ext["scheduler_overhead"]))
     machine = cluster(Path(source).name, kind, nodes, per_node, link, host, overheads)
     machine.check(source)
     return machine

@@ -3,9 +3,12 @@
 The executor (`executor.fuse`, `distributed.DaskExecutor`) runs one Dask task per (device, epoch)
 group of the TaskGraph. So the simulator schedules exactly those groups:
 
-* a group costs the scheduler's per-task overhead plus, for each of its tasks, the per-action
-  overhead and the task's kernel time (measured or analytic, `costs.TaskCoster`);
-* it is dispatched one scheduler hop after its last dependency ends (roots: after submission);
+* a group costs the per-task overhead on its device (receiving and running a Dask task) plus,
+  for each of its tasks, the per-action overhead and the task's kernel time (measured or
+  analytic, `costs.TaskCoster`);
+* it is dispatched one scheduler hop after its last dependency ends (roots: after submission),
+  and once the scheduler, one FIFO resource for the whole cluster, has spent its per-task time
+  on it (Dask's scheduler handles one task at a time);
 * it then fetches the whole output of every group on another device it receives from (the first
   time its device needs that output, as Dask does) over the route between the devices, and the
   input batches it loads over the client's route;
@@ -15,7 +18,7 @@ group of the TaskGraph. So the simulator schedules exactly those groups:
   the small Dask task the executor adds to pick them out (`DaskExecutor.run`): on the same
   device, one hop after the group, costing the per-task overhead; the iteration waits for it.
 
-Every device, link resource and core is one FIFO resource; events are processed in time order
+Every device, link resource and core, and the scheduler, is one FIFO resource; events are processed in time order
 (event-driven list scheduling), ties by group order. The predicted iteration time is the last
 group's end plus the per-iteration overhead. Asked to (`record_transfers`, for pictures), the
 full simulation also lists when each link resource was busy with which transfer
@@ -135,6 +138,7 @@ def schedule(plans: list[GroupPlan], machine: MachineModel,
     `transfers`, every link booking is appended to it."""
     n = len(plans)
     hop, receive = machine.overheads.hop, machine.overheads.receive
+    scheduler, scheduler_free = machine.overheads.scheduler, 0.0
     waiting = [len(p.receive_from) + len(p.after) for p in plans]
     dependents: list[list[int]] = [[] for _ in range(n)]
     for i, p in enumerate(plans):
@@ -154,7 +158,11 @@ def schedule(plans: list[GroupPlan], machine: MachineModel,
         t, i, stage = pop(events)
         plan = plans[i]
         device = plan.device
-        if stage == 0:  # dispatched: fetch what it receives, then it may run
+        if stage == 0:  # the scheduler dispatches it; it fetches what it receives, then may run
+            if scheduler:
+                if scheduler_free > t:
+                    t = scheduler_free
+                t = scheduler_free = t + scheduler
             ready = t
             for j in plan.receive_from:
                 source = plans[j]

@@ -44,3 +44,23 @@ def test_calibration_times_the_gradient_test():
     assert check.key.startswith("check|") and check.nbytes == 4 * 512 * 512
     [(relative, partial_bytes)] = time_kernels([check], cpu_only=True)
     assert relative > 0 and partial_bytes == 0
+
+
+def test_an_owner_adds_each_gradient_a_replica_sends_in():
+    ff, objective = compiled(mlp, BATCH)
+    machine = small_machine(devices=2, nodes=1)
+    simulator = Simulator(ff.graph, objective, machine, ff._loss, ff.optimizer)
+    simulation = simulator.simulate_full(data_parallel_strategy(ff.graph, 2))
+    kind, calls = machine.kind(0), simulator.calls
+    for plan in simulation.plans:
+        for task, ms in zip(plan.tasks, plan.task_ms):
+            if isinstance(task.action, A.Update):
+                shape = task.action.key[2].shape
+                incoming = sum("-sendgrad-" in d for d in task.deps)
+                assert incoming == 1  # data parallel over two devices: one replica
+                update, add = calls.update_call(shape), calls.sum_call(shape)
+                # an add reads two gradients and writes one
+                assert add.nbytes == 3 * 4 * np.prod(shape)
+                assert ms == pytest.approx(machine.overheads.action
+                                           + kind.analytic(update.flops, update.nbytes)
+                                           + kind.analytic(add.flops, add.nbytes))

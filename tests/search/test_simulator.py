@@ -3,6 +3,8 @@
 Machine: kernels and copies free (huge peak and bandwidth), 0.5 ms per fused task, 1 ms per
 action, 2 ms per dependent hop, 3 ms per iteration, links of 0.1 ms + 1000 bytes/ms."""
 
+from dataclasses import replace
+
 import pytest
 
 from flexflow.ops.box import Box
@@ -118,6 +120,16 @@ def test_devices_sharing_one_core_run_one_at_a_time():
     one_core = simulate(graph_with((1,)), tasks, 2, cores=1)
     assert free.ends == pytest.approx([3.5, 3.5])
     assert one_core.ends == pytest.approx([3.5, 5.0])
+
+
+def test_the_scheduler_dispatches_one_task_at_a_time():
+    tasks = [Task("a", 0, "forward", A.Receive()), Task("b", 1, "forward", A.Receive())]
+    busy = machine(2)
+    busy.overheads = replace(OVERHEADS, scheduler=1.0)
+    sim = Simulator(graph_with((1,)), None, busy).simulate_taskgraph(TaskGraph(tasks))
+    # both are ready at 2; the scheduler spends 1 ms on each in turn, then each runs 1.5 ms
+    assert sim.starts == pytest.approx([3.0, 4.0])
+    assert sim.ends == pytest.approx([4.5, 5.5])
 
 
 def test_a_group_that_sends_metrics_is_followed_by_the_executors_metrics_task():

@@ -1,0 +1,29 @@
+"""Calibration on a shared host: cached scheduler overheads follow the scheduler's pace now."""
+
+import pytest
+
+from flexflow.scheduler import calibrate as C
+
+
+@pytest.fixture
+def runner(tmp_path, monkeypatch):
+    monkeypatch.setenv(C.CACHE_ENV, str(tmp_path))
+    return C.LocalRunner(2, cpu_only=True)
+
+
+def test_cached_overheads_scale_with_the_scheduler_pace(runner, monkeypatch):
+    first = C.calibrate(runner, [], stream=open("/dev/null", "w")).machine
+    cached = C._load(next(C.cache_dir().glob("cluster-*.json")))
+    # the host has become three times slower at turning tasks around since the measurement
+    monkeypatch.setattr(C, "scheduler_pace_ms", lambda runner: 3 * cached["scheduler_ms"])
+    later = C.calibrate(runner, [], stream=open("/dev/null", "w")).machine
+    for name, ms in vars(first.overheads).items():
+        assert getattr(later.overheads, name) == pytest.approx(3 * ms), name
+    assert later.route(0, 1)[0].latency == pytest.approx(3 * first.route(0, 1)[0].latency)
+
+
+def test_worker_routes_share_each_workers_bandwidth():
+    routes = C.worker_routes(3, latency=0.5, bandwidth=100.0)
+    delay, data = routes[(1, 2)]
+    assert delay.resources == () and delay.latency == 0.5  # a round trip holds nothing
+    assert data.resources == ("send1", "recv2") and data.bandwidth == 100.0
