@@ -53,7 +53,7 @@ from .taskgraph import Task, TaskGraph
 
 CACHE_ENV = "FLEXFLOW_DASK_CACHE"
 CACHE_FORMAT = 4  # kernel times as multiples of the reference kernel timed with them
-CLUSTER_FORMAT = 4  # cluster files: overheads fitted to the simulator's model of the scheduler
+CLUSTER_FORMAT = 5  # cluster files: overheads fitted to the simulator's model of the scheduler
 WARMUP, REPEATS, BUDGET_MS = 1, 5, 400.0  # per kernel: repeats stop early past the budget
 PROBE_BYTES = 4 << 20
 LINK_BYTES = 32 << 20  # with PROBE_BYTES: two transfer sizes, whose difference gives bandwidth
@@ -552,8 +552,7 @@ def measure_cluster(runner, stream) -> dict:
     task = group_overhead_ms(fuse(_probe_graph((0,), 1).tasks)[0])
     cores = 1.0 if isinstance(runner, LocalRunner) else min(
         effective_cores(runner), float(runner.run(0, os.cpu_count) or n))
-    slots = max(1, round(cores))
-    cores_per_node = slots if slots < n else None
+    cores_per_node = cores if cores < n else None  # shared fairly, as measured (fractional)
     hop, receive, iteration, fetch = max(0.0, per_level - task - action), 0.0, intercept, 0.0
     scheduler = 0.0  # in this process there is no scheduler
     bandwidth, host_bandwidth = LOCAL_BANDWIDTH, LOCAL_BANDWIDTH

@@ -86,7 +86,7 @@ class MachineModel:
     routes: dict[tuple[int, int], Route]  # every ordered pair of distinct devices
     host_routes: tuple[Route, ...]       # client -> each device (input batches)
     overheads: Overheads = Overheads()
-    cores_per_node: int | None = None    # compute slots a node's devices share (None: one each)
+    cores_per_node: float | None = None  # cores a node's devices share (None: one each)
     costs: dict[str, dict[str, float]] = field(default_factory=dict)  # kind -> kernel key -> ms
     partial_bytes: dict[str, int] = field(default_factory=dict)  # kernel key -> partial size
     name: str = "machine"
@@ -183,8 +183,8 @@ class MachineModel:
         if not all(_non_negative(t) for t in vars(self.overheads).values()):
             raise MachineError(f"{source}: overheads must be numbers >= 0, got {self.overheads}")
         if self.cores_per_node is not None and not (
-                type(self.cores_per_node) is int and 1 <= self.cores_per_node <= MAX_DEVICES):
-            raise MachineError(f"{source}: cores_per_node must be a whole number from 1 to "
+                _non_negative(self.cores_per_node) and 1 <= self.cores_per_node <= MAX_DEVICES):
+            raise MachineError(f"{source}: cores_per_node must be a number from 1 to "
                                f"{MAX_DEVICES}, or null; got {self.cores_per_node!r}")
         if not all(isinstance(c, dict) and all(_non_negative(ms) for ms in c.values())
                    for c in self.costs.values()):

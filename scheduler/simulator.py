@@ -12,13 +12,15 @@ group of the TaskGraph. So the simulator schedules exactly those groups:
 * it then fetches the whole output of every group on another device it receives from (the first
   time its device needs that output, as Dask does) over the route between the devices, and the
   input batches it loads over the client's route;
-* it runs when its inputs are in, its device is free and, where devices share cores, a core is,
-  for its cost plus the per-input overhead of each output it fetched;
+* it runs when its inputs are in and its device is free, for its cost plus the per-input
+  overhead of each output it fetched; where devices share a node's cores (`cores_per_node`,
+  which may be fractional: what a shared host really gives), the groups running on a node share
+  them fairly, each slowed to min(1, cores / running groups) of its speed;
 * a group that sends metrics (a loss, a checked weight update, a timed action) is followed by
   the small Dask task the executor adds to pick them out (`DaskExecutor.run`): on the same
   device, one hop after the group, costing the per-task overhead; the iteration waits for it.
 
-Every device, link resource and core, and the scheduler, is one FIFO resource; events are processed in time order
+Every device, link resource, and the scheduler, is one FIFO resource; events are processed in time order
 (event-driven list scheduling), ties by group order. The predicted iteration time is the last
 group's end plus the per-iteration overhead. Asked to (`record_transfers`, for pictures), the
 full simulation also lists when each link resource was busy with which transfer
@@ -148,14 +150,12 @@ def schedule(plans: list[GroupPlan], machine: MachineModel,
     starts, ends = [0.0] * n, [0.0] * n
     free: dict[str, float] = {}
     device_free = [0.0] * machine.num_devices
-    cores: dict[int, list[float]] = {}
-    if machine.cores_per_node:
-        cores = {node: [0.0] * machine.cores_per_node for node in set(machine.nodes)}
+    cores = _SharedCores(machine, plans, receive) if machine.cores_per_node else None
     routes, pop, push = machine.routes, heapq.heappop, heapq.heappush
-    events = [(hop, i, 0) for i in range(n) if waiting[i] == 0]
+    events = [(hop, i, 0, 0) for i in range(n) if waiting[i] == 0]
     heapq.heapify(events)
     while events:
-        t, i, stage = pop(events)
+        t, i, stage, version = pop(events)
         plan = plans[i]
         device = plan.device
         if stage == 0:  # the scheduler dispatches it; it fetches what it receives, then may run
@@ -181,26 +181,94 @@ def schedule(plans: list[GroupPlan], machine: MachineModel,
                 arrived = _transfer(machine.host_routes[device], plan.feeds, t, free, transfers)
                 if arrived > ready:
                     ready = arrived
-            push(events, (ready, i, 1))
+            push(events, (ready, i, 1, 0))
             continue
-        start = t if t > device_free[device] else device_free[device]
-        slots = cores.get(machine.nodes[device]) if cores else None
-        if slots is not None:
-            slot = min(range(len(slots)), key=slots.__getitem__)
-            if slots[slot] > start:
-                start = slots[slot]
-        end = start + plan.cost + receive * len(plan.receive_from)
-        if slots is not None:
-            slots[slot] = end
-        device_free[device] = end
-        starts[i], ends[i] = start, end
+        if cores is not None:  # devices share cores: groups end when their work is done
+            finished = cores.step(t, i, stage, version, starts, events)
+            if finished is None:
+                continue
+            i, end = finished
+        else:
+            start = t if t > device_free[device] else device_free[device]
+            end = start + plan.cost + receive * len(plan.receive_from)
+            device_free[device] = end
+            starts[i] = start
+        ends[i] = end
         for k in dependents[i]:
             if end > latest[k]:
                 latest[k] = end
             waiting[k] -= 1
             if waiting[k] == 0:
-                push(events, (latest[k] + hop, k, 0))
+                push(events, (latest[k] + hop, k, 0, 0))
     return starts, ends
+
+
+class _SharedCores:
+    """Groups running on devices that share a node's cores (worker processes standing in for
+    devices on one host): the running groups of a node share its `cores_per_node` cores fairly,
+    each progressing at min(1, cores / running) of its own speed, as an operating system shares
+    CPUs; a device runs its groups one at a time, in the order they became ready. Events: stage 1
+    (ready to run), stage 2 (a running group's work done, valid while its node's version holds)."""
+
+    def __init__(self, machine: MachineModel, plans: list[GroupPlan], receive: float):
+        self.capacity = float(machine.cores_per_node)
+        self.nodes = machine.nodes
+        self.plans = plans
+        self.receive = receive
+        self.queued: dict[int, list[int]] = {}        # device -> groups waiting for it
+        self.busy: set[int] = set()                   # devices running a group
+        nodes = set(machine.nodes)
+        self.running: dict[int, dict[int, float]] = {node: {} for node in nodes}  # work left
+        self.since = {node: 0.0 for node in nodes}    # when `running` was last brought up to date
+        self.rate = {node: 1.0 for node in nodes}
+        self.version = {node: 0 for node in nodes}
+
+    def step(self, t: float, i: int, stage: int, version: int, starts: list[float],
+             events: list) -> tuple[int, float] | None:
+        """Handle one event; returns (group, end) when a group has finished."""
+        device = self.plans[i].device
+        node = self.nodes[device]
+        if stage == 1:
+            if device in self.busy:
+                self.queued.setdefault(device, []).append(i)
+            else:
+                self._begin(i, t, starts, events)
+            return None
+        if version != self.version[node]:  # the node's sharing changed since this was booked
+            return None
+        self._advance(node, t)
+        del self.running[node][i]
+        self.busy.discard(device)
+        waiting = self.queued.get(device)
+        if waiting:
+            self._begin(waiting.pop(0), t, starts, events, rebook=False)
+        self._rebook(node, t, events)
+        return i, t
+
+    def _begin(self, i: int, t: float, starts: list[float], events: list,
+               rebook: bool = True) -> None:
+        plan = self.plans[i]
+        node = self.nodes[plan.device]
+        self._advance(node, t)
+        self.busy.add(plan.device)
+        self.running[node][i] = plan.cost + self.receive * len(plan.receive_from)
+        starts[i] = t
+        if rebook:
+            self._rebook(node, t, events)
+
+    def _advance(self, node: int, t: float) -> None:
+        done = (t - self.since[node]) * self.rate[node]
+        running = self.running[node]
+        for j in running:
+            running[j] -= done
+        self.since[node] = t
+
+    def _rebook(self, node: int, t: float, events: list) -> None:
+        running = self.running[node]
+        rate = self.rate[node] = min(1.0, self.capacity / len(running)) if running else 1.0
+        version = self.version[node] = self.version[node] + 1
+        for j, work in running.items():
+            heapq.heappush(events, (t + max(work, 0.0) / rate, j, 2, version))
 
 
 def with_metrics_tasks(plans: list[GroupPlan], task_ms: float) -> list[GroupPlan]:

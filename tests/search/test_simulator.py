@@ -12,7 +12,8 @@ from flexflow.ops.graph import Graph
 from flexflow.ops.spec import TensorSpec
 from flexflow.scheduler import actions as A
 from flexflow.scheduler.machine import DeviceKind, Hop, MachineModel, Overheads
-from flexflow.scheduler.simulator import Simulation, Simulator, check_memory
+from flexflow.scheduler.simulator import (GroupPlan, Simulation, Simulator, check_memory,
+                                          schedule)
 from flexflow.scheduler.strategy import StrategyError
 from flexflow.scheduler.taskgraph import Task, TaskGraph
 
@@ -20,7 +21,7 @@ FREE = DeviceKind("free", 1 << 30, 1e30, 1e30)
 OVERHEADS = Overheads(task=0.5, action=1.0, hop=2.0, iteration=3.0)
 
 
-def machine(devices: int, shared_link: bool = False, cores: int | None = None) -> MachineModel:
+def machine(devices: int, shared_link: bool = False, cores: float | None = None) -> MachineModel:
     routes = {(s, d): (Hop(("nic",) if shared_link else (f"l{s}{d}",), 0.1, 1000.0),)
               for s in range(devices) for d in range(devices) if s != d}
     host = tuple((Hop(("client",), 0.1, 1000.0),) for _ in range(devices))
@@ -114,12 +115,32 @@ def test_a_transfer_books_every_hop_of_its_route():
     assert sim.ends[1] == pytest.approx(8.8 + 1.5)
 
 
-def test_devices_sharing_one_core_run_one_at_a_time():
+def test_devices_sharing_cores_share_them_fairly():
     tasks = [Task("a", 0, "forward", A.Receive()), Task("b", 1, "forward", A.Receive())]
     free = simulate(graph_with((1,)), tasks, 2)
     one_core = simulate(graph_with((1,)), tasks, 2, cores=1)
+    fraction = simulate(graph_with((1,)), tasks, 2, cores=1.5)
+    # both ready at 2 with 1.5 ms of work: alone, at half speed, at three quarters
     assert free.ends == pytest.approx([3.5, 3.5])
-    assert one_core.ends == pytest.approx([3.5, 5.0])
+    assert one_core.ends == pytest.approx([5.0, 5.0])
+    assert fraction.ends == pytest.approx([4.0, 4.0])
+
+
+def test_a_group_speeds_up_when_the_one_sharing_its_core_ends():
+    tasks = [Task("a", 0, "forward", A.Receive()), Task("a2", 0, "forward", A.Receive(), ("a",)),
+             Task("b", 1, "forward", A.Receive())]
+    sim = simulate(graph_with((1,)), tasks, 2, cores=1)
+    # from 2, a (2.5 ms of work) and b (1.5) each run at half speed; b is done at 5, when a has
+    # 1 ms left, which it does alone by 6
+    assert sim.starts == pytest.approx([2.0, 2.0]) and sim.ends == pytest.approx([6.0, 5.0])
+
+
+@pytest.mark.parametrize("cores", [None, 2])
+def test_a_device_runs_its_groups_one_at_a_time_in_order(cores):
+    # two groups of device 0 ready at once (a metrics task and the next group can be)
+    plans = [GroupPlan("p", 0, 1.0, 0.0, 0.0, (), ()), GroupPlan("q", 0, 2.0, 0.0, 0.0, (), ())]
+    starts, ends = schedule(plans, machine(2, cores=cores))
+    assert starts == pytest.approx([2.0, 3.0]) and ends == pytest.approx([3.0, 5.0])
 
 
 def test_the_scheduler_dispatches_one_task_at_a_time():
