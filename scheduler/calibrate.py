@@ -9,19 +9,20 @@
   GPU name, array module, NumPy/CuPy, Python and flexflow-dask versions, BLAS threads); workers
   with one fingerprint share measurements.
 * Cores: the reference kernel on one device and on all at once gives how many devices really
-  compute at the same time (worker processes standing in for devices share the host's cores).
-  The scheduler's overheads are rescaled at every calibration by a short chain of probe tasks
-  timed then and when they were measured (the pace of the scheduler on a shared host).
+  compute at the same time (worker processes standing in for devices share the host's cores),
+  measured again at every calibration, as the load of a shared host changes. The scheduler's
+  overheads are rescaled at every calibration by a short chain of probe tasks timed then and
+  when they were measured (the pace of the scheduler on a shared host).
 * Scheduler and links: probe task graphs run through the real executor, round-robin so that load
   swings hit them alike: chains of dependent fused tasks across two devices (per-level cost),
   rings that keep every device busy at every level, rings where each task fetches from every
   other device, gathers to one device and spreads back (a data-parallel update's shape); the
   scheduler's overheads (per fused task, per hop, per fetched input, per iteration, fetch
   latency, the scheduler's own time per task: what makes a ring's level dearer than a chain's)
-  are those with which the simulator itself reproduces these times best. A fused
-  task of many no-op actions gives the per-action overhead, transfers of 4 and 32 MB the
-  bandwidth (shared by the transfers out of, or into, one worker), raw Dask task chains on one and on two workers the starting fetch latency, and
-  submitting arrays the client's bandwidth to a worker.
+  are those with which the simulator itself reproduces these times best. A fused task of many
+  no-op actions gives the per-action overhead, transfers of 4 and 32 MB the bandwidth (shared by
+  the transfers out of, or into, one worker), raw Dask task chains on one and on two workers the
+  starting fetch latency, and submitting arrays the client's bandwidth to a worker.
 
 Everything is cached on disk (`$FLEXFLOW_DASK_CACHE`, default `~/.cache/flexflow-dask`): one
 file per device kind (kernel times) and one per cluster shape (overheads, links, cores), keyed by
@@ -457,12 +458,24 @@ def scheduler_pace_ms(runner) -> float:
         executor.close()
 
 
-def effective_cores(runner) -> float:
+def effective_cores(runner, alone: float | None = None) -> float:
     """How many devices' worth of work the host really runs at once: the reference kernel on
-    one device, against on all of them together."""
-    alone = statistics.median(runner.run(0, reference_ms, runner.cpu_only) for _ in range(3))
+    one device (`alone`, if just timed), against on all of them together. In this process,
+    devices run one after the other: 1."""
+    n = runner.num_devices
+    if isinstance(runner, LocalRunner):
+        return 1.0
+    if alone is None:
+        alone = statistics.median(runner.run(0, reference_ms, runner.cpu_only) for _ in range(3))
     together = statistics.median(runner.run_all(reference_ms, runner.cpu_only))
-    return min(float(runner.num_devices), max(1.0, runner.num_devices * alone / together))
+    cores = min(float(n), max(1.0, n * alone / together))
+    return min(cores, float(runner.run(0, os.cpu_count) or n))
+
+
+def shared_cores(cores: float, devices: int) -> float | None:
+    """`MachineModel.cores_per_node` for `cores` effective cores: None when every device has
+    one."""
+    return cores if cores < devices else None
 
 
 def worker_routes(devices: int, latency: float, bandwidth: float) -> dict:
@@ -550,9 +563,8 @@ def measure_cluster(runner, stream) -> dict:
     per_level, intercept = _fit(CHAIN, [ms[("chain", k)] for k in CHAIN])
     action = max(0.0, (ms["wide"] - ms[("chain", 1)]) / WIDE)
     task = group_overhead_ms(fuse(_probe_graph((0,), 1).tasks)[0])
-    cores = 1.0 if isinstance(runner, LocalRunner) else min(
-        effective_cores(runner), float(runner.run(0, os.cpu_count) or n))
-    cores_per_node = cores if cores < n else None  # shared fairly, as measured (fractional)
+    cores = effective_cores(runner)
+    cores_per_node = shared_cores(cores, n)
     hop, receive, iteration, fetch = max(0.0, per_level - task - action), 0.0, intercept, 0.0
     scheduler = 0.0  # in this process there is no scheduler
     bandwidth, host_bandwidth = LOCAL_BANDWIDTH, LOCAL_BANDWIDTH
@@ -629,8 +641,10 @@ def calibrate(runner, calls: Sequence[KernelCall], memory: int | None = None,
     path = cache_dir() / f"cluster-{_digest(shape)}.json"
     cluster = {} if refresh_cluster else _load(path)
     drift = 1.0  # how much slower the scheduler turns tasks around than when it was measured
-    if cluster:
+    if cluster:  # the host's load now: the scheduler's pace and how many cores devices get
         drift = scheduler_pace_ms(runner) / cluster["scheduler_ms"]
+        cores = effective_cores(runner, now[keys[0]])
+        cluster = {**cluster, "cores": shared_cores(cores, runner.num_devices)}
     else:
         cluster = measure_cluster(runner, stream)
         _store(path, {**cluster, "shape": shape})

@@ -22,6 +22,14 @@ def test_cached_overheads_scale_with_the_scheduler_pace(runner, monkeypatch):
     assert later.route(0, 1)[0].latency == pytest.approx(3 * first.route(0, 1)[0].latency)
 
 
+def test_the_cores_devices_get_are_measured_at_every_calibration(runner, monkeypatch):
+    assert C.calibrate(runner, [], stream=open("/dev/null", "w")).machine.cores_per_node == 1.0
+    monkeypatch.setattr(C, "effective_cores", lambda runner, alone=None: 1.5)
+    assert C.calibrate(runner, [], stream=open("/dev/null", "w")).machine.cores_per_node == 1.5
+    monkeypatch.setattr(C, "effective_cores", lambda runner, alone=None: 2.0)
+    assert C.calibrate(runner, [], stream=open("/dev/null", "w")).machine.cores_per_node is None
+
+
 def test_worker_routes_share_each_workers_bandwidth():
     routes = C.worker_routes(3, latency=0.5, bandwidth=100.0)
     delay, data = routes[(1, 2)]
