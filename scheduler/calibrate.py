@@ -54,7 +54,7 @@ from .taskgraph import Task, TaskGraph
 
 CACHE_ENV = "FLEXFLOW_DASK_CACHE"
 CACHE_FORMAT = 4  # kernel times as multiples of the reference kernel timed with them
-CLUSTER_FORMAT = 5  # cluster files: overheads fitted to the simulator's model of the scheduler
+CLUSTER_FORMAT = 6  # cluster files: overheads fitted to the simulator's model of the scheduler
 WARMUP, REPEATS, BUDGET_MS = 1, 5, 400.0  # per kernel: repeats stop early past the budget
 PROBE_BYTES = 4 << 20
 LINK_BYTES = 32 << 20  # with PROBE_BYTES: two transfer sizes, whose difference gives bandwidth
@@ -62,7 +62,8 @@ REFERENCE_BYTES = 32 << 20  # the reference kernel's copy: memory-bound, as larg
 CHAIN = (1, 2, 3, 4, 6)  # lengths of the dependent-hop probes
 RAW_CHAIN = (1, 2, 4, 8)  # lengths of the raw Dask chains that give the fetch latency
 STAR = (1, 2, 3)  # rounds of the gather-then-spread probes
-FIT_STEPS, FIT_DELTA = 25, 0.25  # Gauss-Newton steps and finite-difference step (ms)
+FIT_STEPS, FIT_DELTA, FIT_DAMPING = 40, 0.25, 1e-2  # Levenberg-Marquardt steps, finite-
+# difference step (ms), starting damping
 PROBE_RUNS = 9  # rounds of the scheduler and link probes
 PACE_CHAIN, PACE_RUNS = 4, 5  # the chain (and its runs) timed at every calibration
 WIDE = 200  # no-op actions in the probe of per-action overhead
@@ -500,8 +501,9 @@ def _probe_machine(devices: int, cores: int | None, overheads: Overheads, fetch:
 def fit_overheads(graphs: dict, measured: dict, devices: int, cores: int | None,
                   action: float, bandwidth: float, start: Sequence[float]) -> list[float]:
     """(task, hop, receive, iteration, fetch, scheduler) ms that make the simulator reproduce
-    the probe graphs' measured times: relative least squares, Gauss-Newton from `start`, kept
-    >= 0. So calibration and prediction share one model of the scheduler, whatever its shape."""
+    the probe graphs' measured times: relative least squares, Levenberg-Marquardt from `start`
+    (a step is taken only if it fits better), kept >= 0. So calibration and prediction share
+    one model of the scheduler, whatever its shape."""
     import numpy
     from ..ops.graph import Graph
     from .simulator import Simulator
@@ -516,17 +518,29 @@ def fit_overheads(graphs: dict, measured: dict, devices: int, cores: int | None,
         simulator = Simulator(Graph(), None, machine)
         return numpy.array([simulator.simulate_taskgraph(graphs[n]).time for n in names])
 
+    def misfit(f):
+        return float(numpy.sum(((measured_ms - f) / measured_ms) ** 2))
+
     p = numpy.maximum(numpy.array(start, float), 0.0)
+    f = predict(p)
+    cost, damping, jacobian = misfit(f), FIT_DAMPING, None
     for _ in range(FIT_STEPS):
-        f = predict(p)
-        jacobian = numpy.column_stack([(predict(p + FIT_DELTA * e) - f) / FIT_DELTA
-                                       for e in numpy.eye(len(p))])
-        step = numpy.linalg.lstsq(jacobian / measured_ms[:, None],
-                                  (measured_ms - f) / measured_ms, rcond=None)[0]
-        nxt = numpy.maximum(p + step, 0.0)
-        if numpy.abs(nxt - p).max() < 1e-3:
-            return [float(v) for v in nxt]
-        p = nxt
+        if jacobian is None:
+            jacobian = numpy.column_stack([(predict(p + FIT_DELTA * e) - f) / FIT_DELTA
+                                           for e in numpy.eye(len(p))]) / measured_ms[:, None]
+        normal = jacobian.T @ jacobian
+        step = numpy.linalg.solve(normal + damping * numpy.diag(numpy.diag(normal) + 1e-9),
+                                  jacobian.T @ ((measured_ms - f) / measured_ms))
+        candidate = numpy.maximum(p + step, 0.0)
+        f_candidate = predict(candidate)
+        if misfit(f_candidate) < cost:
+            moved = numpy.abs(candidate - p).max()
+            p, f, cost, jacobian = candidate, f_candidate, misfit(f_candidate), None
+            damping /= 3
+            if moved < 1e-3:
+                break
+        else:
+            damping *= 4
     return [float(v) for v in p]
 
 

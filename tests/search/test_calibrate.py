@@ -35,3 +35,24 @@ def test_worker_routes_share_each_workers_bandwidth():
     delay, data = routes[(1, 2)]
     assert delay.resources == () and delay.latency == 0.5  # a round trip holds nothing
     assert data.resources == ("send1", "recv2") and data.bandwidth == 100.0
+
+
+def test_fitted_overheads_reproduce_the_probes_from_a_poor_start():
+    from flexflow.ops.graph import Graph
+    from flexflow.scheduler.machine import Overheads
+    from flexflow.scheduler.simulator import Simulator
+
+    graphs = {("chain", k): C._probe_graph((0, 1), k) for k in C.CHAIN}
+    graphs.update({("ring", k): C._ring_graph(2, k) for k in C.CHAIN})
+    graphs.update({("star", k): C._star_graph(2, k) for k in C.STAR})
+
+    def times(task, hop, receive, iteration, fetch, scheduler):
+        machine = C._probe_machine(2, 1.5, Overheads(task, 0.05, hop, iteration, receive,
+                                                     scheduler), fetch, 1e6)
+        simulator = Simulator(Graph(), None, machine)
+        return {name: simulator.simulate_taskgraph(g).time for name, g in graphs.items()}
+    measured = times(1.0, 2.0, 0.5, 5.0, 1.0, 1.5)
+    fitted = C.fit_overheads(graphs, measured, 2, 1.5, 0.05, 1e6, (20, 0, 0, 7, 18, 5))
+    reproduced = times(*fitted)
+    assert [reproduced[n] for n in graphs] == pytest.approx([measured[n] for n in graphs],
+                                                            rel=0.02)
