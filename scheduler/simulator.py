@@ -20,10 +20,10 @@ group of the TaskGraph. So the simulator schedules exactly those groups:
   the small Dask task the executor adds to pick them out (`DaskExecutor.run`): on the same
   device, one hop after the group, costing the per-task overhead; the iteration waits for it.
 
-Every device, link resource, and the scheduler, is one FIFO resource; events are processed in time order
-(event-driven list scheduling), ties by group order. The predicted iteration time is the last
-group's end plus the per-iteration overhead. Asked to (`record_transfers`, for pictures), the
-full simulation also lists when each link resource was busy with which transfer
+Every device and link resource, and the scheduler, is one FIFO resource; events are processed
+in time order (event-driven list scheduling), ties by group order. The predicted iteration time
+is the last group's end plus the per-iteration overhead. Asked to (`record_transfers`, for
+pictures), the full simulation also lists when each link resource was busy with which transfer
 (`Simulation.transfers`); the search never asks, so its thousands of simulations skip that.
 
 Memory: per device, the activations and gradients it keeps for the iteration (the executor keeps
