@@ -54,10 +54,11 @@ from .taskgraph import Task, TaskGraph
 
 CACHE_ENV = "FLEXFLOW_DASK_CACHE"
 CACHE_FORMAT = 4  # kernel times as multiples of the reference kernel timed with them
-CLUSTER_FORMAT = 7  # cluster files: overheads fitted to the simulator's model of the scheduler
+CLUSTER_FORMAT = 8  # cluster files: overheads fitted to the simulator's model of the scheduler
 WARMUP, REPEATS, BUDGET_MS = 1, 5, 400.0  # per kernel: repeats stop early past the budget
 PROBE_BYTES = 4 << 20
 LINK_BYTES = 32 << 20  # with PROBE_BYTES: two transfer sizes, whose difference gives bandwidth
+PAYLOAD_BYTES = 16 << 10  # what each scheduler probe task sends on, as every real fused task does
 REFERENCE_BYTES = 32 << 20  # the reference kernel's copy: memory-bound, as large kernels are
 CHAIN = (1, 2, 3, 4, 6)  # lengths of the dependent-hop probes
 RAW_CHAIN = (1, 2, 4, 8)  # lengths of the raw Dask chains that give the fetch latency
@@ -373,20 +374,28 @@ class DaskRunner:
 
 
 # ---- scheduler and link probes -----------------------------------------------------------------
+def _sending(device: int, dst: int, metrics: bool = False, nbytes: int = 0) -> Probe:
+    """A probe task's first action: a small array (and `nbytes` more) for `dst`, as real fused
+    tasks send activations on; the metric sums if asked."""
+    return Probe(PAYLOAD_BYTES + nbytes if dst != device else 0, dst, metrics)
+
+
 def _probe_graph(devices: Sequence[int], length: int, actions: int = 1, nbytes: int = 0,
                  metrics: bool = True) -> TaskGraph:
-    """A chain of `length` fused tasks visiting `devices` in turn, each of `actions` no-op
-    actions; the first may emit `nbytes` for the second and metric sums."""
+    """A chain of `length` fused tasks visiting `devices` in turn, each of `actions` actions:
+    the first sends a small array on, the rest do nothing; the first task may also send
+    `nbytes` more, and metric sums."""
     tasks, previous = [], ()
     for i in range(length):
         device = devices[i % len(devices)]
         keys = []
         for k in range(actions):
             action, phase = A.Receive(), "forward"
-            if i == 0 and k == 0:
-                target = devices[1 % len(devices)]
-                action = Probe(nbytes if target != device else 0, target, metrics)
-                phase = "loss" if metrics else "forward"
+            if k == 0:
+                first = i == 0 and metrics
+                action = _sending(device, devices[(i + 1) % len(devices)], first,
+                                  nbytes if i == 0 else 0)
+                phase = "loss" if first else "forward"
             key = f"probe{i}-forward-{k}"
             tasks.append(Task(key, device, phase, action, previous))
             keys.append(key)
@@ -416,9 +425,10 @@ def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
 
 
 def _ring_graph(devices: int, length: int, fan_in: int = 1) -> TaskGraph:
-    """`length` levels of one no-op fused task per device, each waiting for the previous
-    level's tasks on the `fan_in` devices before it: every device busy at every level, fetching
-    `fan_in` inputs (fan_in = devices - 1: all to all, as a reduction or a reshard)."""
+    """`length` levels of one fused task per device (sending a small array on), each waiting
+    for the previous level's tasks on the `fan_in` devices before it: every device busy at every
+    level, fetching `fan_in` inputs (fan_in = devices - 1: all to all, as a reduction or a
+    reshard)."""
     tasks = []
     for level in range(length):
         for d in range(devices):
@@ -426,7 +436,7 @@ def _ring_graph(devices: int, length: int, fan_in: int = 1) -> TaskGraph:
             deps = tuple(f"ring{level - 1}-forward-{(d - j) % devices}"
                          for j in range(1, fan_in + 1)) if level else ()
             tasks.append(Task(f"ring{level}-forward-{d}", d, "loss" if first else "forward",
-                              Probe(metrics=True) if first else A.Receive(), deps))
+                              _sending(d, (d + 1) % devices, first), deps))
     return TaskGraph(tasks)
 
 
@@ -440,7 +450,7 @@ def _star_graph(devices: int, rounds: int) -> TaskGraph:
             first = level == 0 and d == 0
             key = f"star{level}-forward-{d}"
             tasks.append(Task(key, d, "loss" if first else "forward",
-                              Probe(metrics=True) if first else A.Receive(), previous))
+                              _sending(d, 0 if d else 1 % devices, first), previous))
         previous = tuple(t.key for t in tasks if t.key.startswith(f"star{level}-"))
     return TaskGraph(tasks)
 
