@@ -13,7 +13,6 @@ compared by the median iteration time.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import statistics
 import sys
@@ -21,11 +20,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-from distributed import LocalCluster
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from dnn import alexnet_cifar  # noqa: E402
+from local_cluster import local_cluster  # noqa: E402
 
 from flexflow.core import FFConfig, FFModel, LossType, SGDOptimizer  # noqa: E402
 from flexflow.scheduler import cluster as cluster_module  # noqa: E402
@@ -62,9 +61,7 @@ def main():
     parser.add_argument("--no-attribute", action="store_true")
     args = parser.parse_args()
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                      env=cluster_module.single_threaded_blas(),
-                      silence_logs=logging.ERROR) as cluster:
+    with local_cluster(2) as cluster:
         base = ["--scheduler", cluster.scheduler_address, "-ll:gpu", "2"]
         data_parallel = compiled(base)
         flags = ["--budget", str(args.budget), "--enable-parameter-parallel"]

@@ -17,7 +17,6 @@ absolute error and the Spearman rank correlation of predicted vs measured.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import statistics
 import sys
@@ -25,12 +24,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-from distributed import LocalCluster
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from dnn import alexnet_cifar  # noqa: E402
+from local_cluster import local_cluster  # noqa: E402
 from tests.parallel import models as test_models  # noqa: E402
 
 from flexflow.core import DataType, FFConfig, FFModel, LossType, SGDOptimizer  # noqa: E402
@@ -137,9 +136,7 @@ def main():
     everything = []
     for workers in (int(w) for w in args.workers.split(",")):
         rows = []
-        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                          dashboard_address=":0", env=cluster_module.single_threaded_blas(),
-                          silence_logs=logging.ERROR) as cluster:
+        with local_cluster(workers) as cluster:
             address = cluster.scheduler_address
             for label, build, batch, make in pairs():
                 if args.only not in label:
