@@ -46,7 +46,7 @@ from typing import Any, Callable, Sequence
 
 from ..ops.base import Part
 from . import actions as A
-from .cluster import array_module, watched_wait
+from .cluster import array_module, watched_wait, workers_now
 from .costs import KernelCall
 from .executor import LocalExecutor, fuse, run_group
 from .machine import GB, DeviceKind, Hop, MachineModel, Overheads
@@ -347,7 +347,7 @@ class DaskRunner:
 
     def memory(self) -> list[int | None]:
         if self._memory is None:
-            info = self.client.scheduler_info(n_workers=-1)["workers"]
+            info = workers_now(self.client)
             self._memory = [info[w].get("memory_limit") or None if w in info else None
                             for w in self.workers]
         return self._memory

@@ -53,17 +53,24 @@ class WorkerLost(RuntimeError):
                          f"{during}")
 
 
+def workers_now(client) -> dict[str, dict]:
+    """The scheduler's workers, asked of the scheduler itself: `Client.scheduler_info` returns
+    the client's cached identity, which a periodic refresh may replace meanwhile by one that
+    lists no workers at all."""
+    return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+
+
 def _listed(client, limit: int | None, owned=None) -> Cluster:
     """The cluster's workers now, sorted by address, and their memory limits, from one reading
     of the scheduler (a worker that leaves later is then reported, not looked up and missed)."""
-    info = client.scheduler_info(n_workers=-1)["workers"]
+    info = workers_now(client)
     workers = sorted(info)[:limit] if limit else sorted(info)
     return Cluster(client, workers, owned, [info[w].get("memory_limit") or None for w in workers])
 
 
 def alive(client, workers: list[str]) -> set[str]:
     """Which of `workers` the scheduler still has."""
-    return set(workers) & set(client.scheduler_info(n_workers=-1)["workers"])
+    return set(workers) & set(workers_now(client))
 
 
 def check_alive(client, workers: list[str], during: str, futures: list = ()) -> None:

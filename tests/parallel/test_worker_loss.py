@@ -98,8 +98,8 @@ def test_killed_worker_mid_fit(monkeypatch, capsys, tmp_path, search):
         2, EPOCHS * SAMPLES // BATCH)
     with loopback_cluster(workers=3) as address:
         try:
-            client = cluster_module.connect(address, 3).client
-            victim = sorted(client.scheduler_info(n_workers=-1)["workers"])[1]
+            cluster = cluster_module.connect(address, 3)
+            client, victim = cluster.client, cluster.workers[1]
             kill_during_run(monkeypatch, client, victim, at)
             with pytest.warns(WorkerLostWarning, match="left the cluster"):
                 weights, lines, ff = build_and_fit(
@@ -120,8 +120,8 @@ def test_last_worker_lost_saves_a_checkpoint(monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(tmp_path)
     with loopback_cluster(workers=1) as address:
         try:
-            client = cluster_module.connect(address, 1).client
-            victim = sorted(client.scheduler_info(n_workers=-1)["workers"])[0]
+            cluster = cluster_module.connect(address, 1)
+            client, victim = cluster.client, cluster.workers[0]
             kill_during_run(monkeypatch, client, victim, 5)
             with pytest.warns(WorkerLostWarning), pytest.raises(ClusterLost,
                                                                  match="no Dask worker remains"):
