@@ -2,16 +2,20 @@
 
 For a LocalCluster of 2 and of 4 single-threaded worker processes (one per device, as
 `-ll:gpu N` starts without GPUs), every (model, strategy) pair is trained for a few iterations
-and timed (median of the measured iterations, after warm-up), and simulated on the machine model
-calibrated on that cluster (kernels from the calibration cache, the scheduler and links measured
-again at the start). Pairs: the parallel-execution test models under several strategy kinds, and
-an AlexNet-style CNN with 4096-wide dense layers under data parallelism, the "one weird trick"
-and an all-parameter-parallel strategy.
+and timed, and simulated on the machine model calibrated on that cluster (kernels from the
+calibration cache, the scheduler and links measured at the start). A shared machine's load
+changes from one second to the next, and calibration follows it (the reference kernel, the
+scheduler's pace and the effective cores are timed at every calibration), so each pair is
+predicted and measured in alternating rounds: the prediction is the median of the rounds'
+predictions, the measurement the median of all their iterations (after warm-up). Pairs: the
+parallel-execution test models under several strategy kinds, and an AlexNet-style CNN with
+4096-wide dense layers under data parallelism, the "one weird trick" and an
+all-parameter-parallel strategy.
 
 Reports per pair the relative error, and per cluster size and overall the median and worst
 absolute error and the Spearman rank correlation of predicted vs measured.
 
-    python bench/simulator_accuracy.py [--workers 2,4] [--steps 8] [--warmup 2]
+    python bench/simulator_accuracy.py [--workers 2,4] [--rounds 3] [--steps 4] [--warmup 2]
 """
 
 from __future__ import annotations
@@ -68,8 +72,8 @@ def pairs():
     yield "alexnet_cifar/parameter", alexnet, ALEXNET_BATCH, all_parameter
 
 
-def measure(ff, inputs, batch, steps, warmup) -> float:
-    """Median wall time (ms) of `steps` training iterations after `warmup` ones."""
+def feed(ff, inputs, batch) -> None:
+    """Random inputs and labels of the right shapes and kinds."""
     rng = np.random.default_rng(0)
     for t in inputs:
         if t.data_type == DataType.DT_INT32:
@@ -78,14 +82,16 @@ def measure(ff, inputs, batch, steps, warmup) -> float:
             t.set_tensor(ff, rng.standard_normal(t.dims).astype(np.float32))
     classes = ff.graph.tensors[ff.graph.layers[-1].outputs[0]].spec.shape[-1]
     ff.label_tensor.set_tensor(ff, rng.integers(0, classes, (batch, 1)).astype(np.int32))
-    for _ in range(warmup):
-        ff.train_step()
+
+
+def step_ms(ff, steps) -> list[float]:
+    """Wall times (ms) of `steps` training iterations."""
     times = []
     for _ in range(steps):
         start = time.perf_counter()
         ff.train_step()
         times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+    return times
 
 
 def predict(ff, client, workers, batch, refresh) -> float:
@@ -127,12 +133,14 @@ def summary(label, rows) -> None:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", default="2,4")
-    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=4, help="iterations timed per round")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--only", default="", help="substring of the pair labels to run")
     args = parser.parse_args()
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start; "
-          f"median of {args.steps} iterations after {args.warmup} warm-up ones")
+          f"{args.rounds} rounds of a prediction and {args.steps} iterations per pair, after "
+          f"{args.warmup} warm-up iterations")
     everything = []
     for workers in (int(w) for w in args.workers.split(",")):
         rows = []
@@ -149,8 +157,14 @@ def main():
                            strategy=make(ff.graph, workers))
                 client = cluster_module.connect(address).client
                 workers_list = sorted(client.scheduler_info(n_workers=-1)["workers"])
-                predicted = predict(ff, client, workers_list, batch, refresh=not rows)
-                measured = measure(ff, inputs, batch, args.steps, args.warmup)
+                feed(ff, inputs, batch)
+                step_ms(ff, args.warmup)
+                predictions, times = [], []
+                for round_ in range(args.rounds):
+                    predictions.append(predict(ff, client, workers_list, batch,
+                                               refresh=not rows and not round_))
+                    times += step_ms(ff, args.steps)
+                predicted, measured = statistics.median(predictions), statistics.median(times)
                 ff._executor.close()
                 rows.append((label, predicted, measured))
                 print(f"{workers} workers  {label:34s} predicted {predicted:9.1f} ms  measured "

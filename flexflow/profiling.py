@@ -52,7 +52,6 @@ class Timed(A.Action):
     layer: int
     part: int
     phase: str
-    sends_metrics = True  # the Dask executor gathers the metrics of groups holding one
 
     def run(self, store, ctx, out):
         synchronize = _synchronizer(store.xp)

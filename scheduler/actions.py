@@ -226,11 +226,6 @@ class Update(Action):
     key: WeightKey
     check_finite: bool = False
 
-    @property
-    def sends_metrics(self) -> bool:
-        """The Dask executor gathers the metrics of groups holding an action that says so."""
-        return self.check_finite
-
     def run(self, store, ctx, out):
         grad = store.weight_grads.get(self.key)
         for extra in store.incoming_wgrads.pop(self.key, []):

@@ -6,7 +6,8 @@
   into milliseconds with the reference timed now, so a cached table follows the speed a shared
   machine has today.
 * Device kinds: a worker's kind is its hardware and software fingerprint (CPU model and cores or
-  GPU name, array module, NumPy/CuPy, Python and flexflow-dask versions, BLAS threads); workers
+  GPU name, array module, NumPy/CuPy, Python and flexflow-dask versions, BLAS threads, whether
+  the allocator keeps freed memory, as our workers' does: scheduler/allocator.py); workers
   with one fingerprint share measurements.
 * Cores: the reference kernel on one device and on all at once gives how many devices really
   compute at the same time (worker processes standing in for devices share the host's cores),
@@ -46,6 +47,7 @@ from typing import Any, Callable, Sequence
 
 from ..ops.base import Part
 from . import actions as A
+from . import allocator
 from .cluster import array_module, watched_wait, workers_now
 from .costs import KernelCall
 from .executor import LocalExecutor, fuse, run_group
@@ -54,7 +56,7 @@ from .taskgraph import Task, TaskGraph
 
 CACHE_ENV = "FLEXFLOW_DASK_CACHE"
 CACHE_FORMAT = 4  # kernel times as multiples of the reference kernel timed with them
-CLUSTER_FORMAT = 8  # cluster files: overheads fitted to the simulator's model of the scheduler
+CLUSTER_FORMAT = 9  # cluster files: overheads fitted to the simulator's model of the scheduler
 WARMUP, REPEATS, BUDGET_MS = 1, 5, 400.0  # per kernel: repeats stop early past the budget
 PROBE_BYTES = 4 << 20
 LINK_BYTES = 32 << 20  # with PROBE_BYTES: two transfer sizes, whose difference gives bandwidth
@@ -103,7 +105,7 @@ def fingerprint(cpu_only: bool = False) -> dict:
             "cores": os.cpu_count(), "cpu": _cpu_model(),
             "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS")
             or os.environ.get("OMP_NUM_THREADS"),
-            "flexflow_dask": metadata.version("flexflow-dask")}
+            "flexflow_dask": metadata.version("flexflow-dask"), "allocator": allocator.policy()}
     if xp.__name__ == "cupy":
         info["gpu"] = xp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     return info
@@ -322,6 +324,7 @@ class DaskRunner:
         self.num_devices = len(workers)
         self.cpu_only = cpu_only
         self._memory = memory  # read with the worker list (cluster.Cluster.memory)
+        client.run(allocator.keep_freed_memory, workers=workers)  # as the executor's workers
 
     def run(self, device: int, fn, *args):
         worker = [self.workers[device]]
@@ -539,8 +542,9 @@ def fit_overheads(graphs: dict, measured: dict, devices: int, cores: int | None,
             jacobian = numpy.column_stack([(predict(p + FIT_DELTA * e) - f) / FIT_DELTA
                                            for e in numpy.eye(len(p))]) / measured_ms[:, None]
         normal = jacobian.T @ jacobian
-        step = numpy.linalg.solve(normal + damping * numpy.diag(numpy.diag(normal) + 1e-9),
-                                  jacobian.T @ ((measured_ms - f) / measured_ms))
+        step = numpy.linalg.lstsq(  # lstsq: a parameter the probes cannot tell apart moves 0
+            normal + damping * numpy.diag(numpy.diag(normal) + 1e-9),
+            jacobian.T @ ((measured_ms - f) / measured_ms), rcond=None)[0]
         candidate = numpy.maximum(p + step, 0.0)
         f_candidate = predict(candidate)
         if misfit(f_candidate) < cost:

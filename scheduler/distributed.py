@@ -6,6 +6,10 @@ iterations. Per iteration the client submits one task per fused group (`executor
 to the device's worker, with the groups it depends on as arguments, so Dask moves exactly the
 data one device sends another. Input batches are scattered to the workers that load from them.
 Keys read `<first layer>-<phase>-d<device>e<epoch>-<iteration>`.
+Metric records (loss sums, checked updates, timed kernels) stay in the worker's store while the
+iteration runs, and the client takes them all with one call to the workers once it is done: a
+Dask task to pick each group's records out of its output would cost a scheduler round trip
+apiece (about as much as a fused task), for a few numbers.
 
 A worker that leaves the cluster mid-run would leave the tasks pinned to it waiting forever, so
 the client waits in short slices and checks between them that its workers are still there; a lost
@@ -19,6 +23,7 @@ import uuid
 from typing import Any
 
 from .actions import Context, Load
+from .allocator import keep_freed_memory
 from .cluster import alive, array_module, check_alive, watched_wait
 from .executor import Executor, Group, run_group, start_iteration
 from .store import DeviceStore
@@ -29,6 +34,7 @@ _MODELS: dict[tuple[str, int], tuple[Context, DeviceStore]] = {}  # lives on eac
 
 
 def _install(model_id: str, device: int, ctx: Context, cpu_only: bool) -> str:
+    keep_freed_memory()  # each iteration reuses the memory the last one freed
     xp = array_module(cpu_only)
     _MODELS[(model_id, device)] = (ctx, DeviceStore(device, xp))
     return xp.__name__
@@ -39,18 +45,31 @@ def _uninstall(model_id: str) -> None:
         del _MODELS[key]
 
 
-def _run_remote(model_id: str, device: int, group: Group, state: tuple, first: bool,
-                feeds: dict, *incoming) -> dict:
+def _run_remote(model_id: str, device: int, group: Group, position: int, state: tuple,
+                first: bool, feeds: dict, *incoming) -> dict:
+    """Run `group` (the `position`-th of its iteration) on this worker's store; its metric
+    records are kept there, under its position, for `_take_metrics`."""
     ctx, store = _MODELS[(model_id, device)]
     clear_iteration, zero_gradients, ctx.training, ctx.step, ctx.updates, ctx.optimizer = state
     ctx.feeds = feeds
     if first:
+        store.metrics.clear()  # what a failed run may have left
         start_iteration(store, clear_iteration, zero_gradients)
-    return run_group(ctx, store, group, *incoming)
+    out = run_group(ctx, store, group, *incoming)
+    records = out.pop("metrics", None)
+    if records:
+        store.metrics.append((position, records))
+    return out
 
 
-def _metrics_of(out: dict) -> list:
-    return out.get("metrics", [])
+def _take_metrics(model_id: str) -> list:
+    """The metric records this worker's devices of the model keep, removed from them."""
+    taken = []
+    for key in [k for k in _MODELS if k[0] == model_id]:
+        store = _MODELS[key][1]
+        taken += store.metrics
+        store.metrics = []
+    return taken
 
 
 def _on_store(model_id: str, device: int, fn, args: tuple):
@@ -83,30 +102,36 @@ class DaskExecutor(Executor):
             self._check_workers(f"iteration {iteration}: sending the batch")
             raise
         futures: dict[str, Any] = {}
-        metrics = []
         started: set[int] = set()
-        for group in groups:
+        for position, group in enumerate(groups):
             loads = {t.action.tensor for t in group.tasks if isinstance(t.action, Load)}
-            worker = [self.workers[group.device]]
             futures[group.name] = self.client.submit(
-                _run_remote, self.model_id, group.device, group, state,
+                _run_remote, self.model_id, group.device, group, position, state,
                 group.device not in started, {t: feeds[t] for t in loads},
                 *[futures[k] for k in group.receive_from + group.after],
                 key=f"{group.name}-{self.model_id}-{iteration}",
-                workers=worker, allow_other_workers=False, pure=False)
+                workers=[self.workers[group.device]], allow_other_workers=False, pure=False)
             started.add(group.device)
-            if any(t.phase == "loss" or getattr(t.action, "sends_metrics", False)
-                   for t in group.tasks):  # (the latter: flexflow.profiling's timed actions)
-                metrics.append(self.client.submit(
-                    _metrics_of, futures[group.name], workers=worker, pure=False,
-                    key=f"metrics-{group.name}-{self.model_id}-{iteration}"))
-        everything = list(futures.values()) + metrics
+        everything = list(futures.values())
         self._wait(everything, f"iteration {iteration} ({', '.join(phases)})")
-        for future in futures.values():
+        for future in everything:
             if future.status == "error":
                 self._check_workers("an iteration", everything)
                 future.result()  # raises the task's exception here
-        return [m for piece in self.client.gather(metrics) for m in piece]
+        return self._take_metrics(started)
+
+    def _take_metrics(self, devices: set[int]) -> list[dict[str, float]]:
+        """The metric records the iteration's groups kept on `devices`, in group order (the
+        order the in-process executor gives)."""
+        workers = sorted({self.workers[d] for d in devices})
+        try:
+            kept = self.client.run(_take_metrics, self.model_id, workers=workers)
+        except (OSError, KeyError):  # cannot reach a worker: say so if it has left
+            self._check_workers("collecting the metrics")
+            raise
+        ordered = sorted((entry for entries in kept.values() for entry in entries),
+                         key=lambda entry: entry[0])
+        return [record for _, records in ordered for record in records]
 
     def _wait(self, futures: list, during: str) -> None:
         watched_wait(self.client, futures, self.workers, during)

@@ -16,9 +16,6 @@ group of the TaskGraph. So the simulator schedules exactly those groups:
   overhead of each output it fetched; where devices share a node's cores (`cores_per_node`,
   which may be fractional: what a shared host really gives), the groups running on a node share
   them fairly, each slowed to min(1, cores / running groups) of its speed;
-* a group that sends metrics (a loss, a checked weight update, a timed action) is followed by
-  the small Dask task the executor adds to pick them out (`DaskExecutor.run`): on the same
-  device, one hop after the group, costing the per-task overhead; the iteration waits for it.
 
 Every device and link resource, and the scheduler, is one FIFO resource; events are processed
 in time order (event-driven list scheduling), ties by group order. The predicted iteration time
@@ -70,7 +67,6 @@ class GroupPlan:
     after: tuple[int, ...]           # other groups it waits for
     tasks: tuple[Task, ...] = ()     # kept by the full simulation (for DOT export) ...
     task_ms: tuple[float, ...] = ()  # ... with each task's time
-    metrics: bool = False            # the executor gathers metrics from it (one more task)
 
 
 class Transfer(NamedTuple):
@@ -271,14 +267,6 @@ class _SharedCores:
             heapq.heappush(events, (t + max(work, 0.0) / rate, j, 2, version))
 
 
-def with_metrics_tasks(plans: list[GroupPlan], task_ms: float) -> list[GroupPlan]:
-    """`plans` and, after each group that sends metrics, the Dask task the executor submits to
-    pick them out of its output: on the group's device, waiting for it, `task_ms` long."""
-    extra = [GroupPlan(f"metrics-{p.name}", p.device, task_ms, 0.0, 0.0, (), (i,))
-             for i, p in enumerate(plans) if p.metrics]
-    return plans + extra if extra else plans
-
-
 # ---- memory -------------------------------------------------------------------------------------
 class MemoryModel:
     """(device, bytes) a task adds to what devices keep until the iteration ends: a forward
@@ -340,8 +328,7 @@ class _SegmentResult:
     and which of its loads earlier segments already made."""
 
     exports: dict[str, tuple[int, int]]  # key -> (device, epoch) other segments depend on
-    groups: list[tuple]  # ((device, epoch), first key, costs, bytes sent, sources, fed tensors,
-    #                        sends metrics)
+    groups: list[tuple]  # ((device, epoch), first key, costs, bytes sent, sources, fed tensors)
     # (sources: dict of (device, epoch), fed tensors: dict; ordered sets, never modified)
     memory: list[tuple[int, int]]
 
@@ -352,8 +339,7 @@ class _SegmentInfo:
 
     externals: tuple[str, ...]  # keys its tasks depend on that other segments make
     rooted: bool                # has tasks without dependencies (their epoch is absolute)
-    rows: tuple                 # per task: key, device, deps, ms, sent, dedupe, exported, fed,
-    #                             sends metrics
+    rows: tuple                 # per task: key, device, deps, ms, sent, dedupe, exported, fed
     memory: tuple               # (device, bytes) its tasks keep, loads excepted ...
     loads: dict                 # ... which are here: load key -> (device, bytes)
 
@@ -373,7 +359,6 @@ class Simulator:
         self.graph = graph
         self.objective = objective
         self.machine = machine
-        self.checked_updates = checked_updates
         self.calls = KernelCalls(graph, loss, optimizer, checked_updates)
         self.coster = TaskCoster(self.calls, machine)
         self.builder = TaskGraphBuilder(graph, objective)
@@ -395,16 +380,8 @@ class Simulator:
             return 0.0
         return float(sum(self.graph.tensors[t].spec.nbytes for t in tensors))
 
-    def _sends_metrics(self, task: Task) -> bool:
-        """Whether the executor gathers metrics from the group of `task` (the rule of
-        `DaskExecutor.run`, with checked updates as `checked_updates` says)."""
-        action = task.action
-        return (task.phase == "loss" or getattr(action, "sends_metrics", False)
-                or (self.checked_updates and type(action) is A.Update))
-
     def _finish(self, plans: list[GroupPlan], memory: list[int],
                 record_transfers: bool = False) -> Simulation:
-        plans = with_metrics_tasks(plans, self.machine.overheads.task)
         transfers: list[Transfer] | None = [] if record_transfers else None
         starts, ends = schedule(plans, self.machine, transfers)
         time = self.machine.overheads.iteration + max(ends, default=0.0)
@@ -440,8 +417,7 @@ class Simulator:
             cost = math.fsum([self.machine.overheads.task] + times)
             plans.append(GroupPlan(g.name, g.device, cost, sent, self._feed_bytes(feeds),
                                    tuple(index[k] for k in g.receive_from),
-                                   tuple(index[k] for k in g.after), g.tasks, tuple(times),
-                                   any(self._sends_metrics(t) for t in g.tasks)))
+                                   tuple(index[k] for k in g.after), g.tasks, tuple(times)))
         training = self.objective is not None
         memory = weight_memory(self.graph, taskgraph.weight_devices, self.num_devices,
                                self.state_copies, training)
@@ -485,15 +461,14 @@ class Simulator:
                 where.update(result.exports)
             for device, nbytes in result.memory:
                 memory[device] += nbytes
-            for (device, epoch), first, costs, sent, sources, feeds, metrics in result.groups:
+            for (device, epoch), first, costs, sent, sources, feeds in result.groups:
                 g = (device, epoch + base)
                 group = groups.get(g)
                 if group is None:
-                    group = groups[g] = [first, [overhead, *costs], sent, [], {}, metrics]
+                    group = groups[g] = [first, [overhead, *costs], sent, [], {}]
                 else:
                     group[1] += costs
                     group[2] += sent
-                    group[5] = group[5] or metrics
                 if sources:
                     group[3].append((base, sources))
                 if feeds:
@@ -524,7 +499,7 @@ class Simulator:
             cost = self.coster.cost(t, forward_of)
             fed = t.action.tensor if type(t.action) is A.Load else None
             rows.append((t.key, t.device, t.deps, cost.ms, cost.sent, cost.dedupe,
-                         isinstance(t.action, EXPORTED), fed, self._sends_metrics(t)))
+                         isinstance(t.action, EXPORTED), fed))
             for device, nbytes in self.memory_model.task(t):
                 if t.key in segment.loads:
                     loads[t.key] = (device, nbytes)
@@ -540,7 +515,7 @@ class Simulator:
         epochs = dict(zip(info.externals, found))
         exports = {}
         groups: dict[tuple[int, int], list] = {}
-        for key, device, deps, ms, sent, dedupe, exported, fed, metrics in info.rows:
+        for key, device, deps, ms, sent, dedupe, exported, fed in info.rows:
             epoch, sources = 0, None
             for d in deps:
                 source = epochs[d]
@@ -560,7 +535,7 @@ class Simulator:
                 exports[key] = place
             group = groups.get(place)
             if group is None:
-                group = groups[place] = [key, [], 0, set(), {}, {}, False]
+                group = groups[place] = [key, [], 0, set(), {}, {}]
             group[1].append(ms)
             if sent and (dedupe is None or dedupe not in group[3]):
                 group[2] += sent
@@ -569,11 +544,9 @@ class Simulator:
                 group[4].update(sources)
             if fed is not None:
                 group[5][fed] = True
-            if metrics:
-                group[6] = True
         memory = list(info.memory) + [info.loads[k] for k in info.loads if k not in repeated]
-        shares = [(g, first, tuple(costs), sent, sources, feeds, metrics)
-                  for g, (first, costs, sent, _, sources, feeds, metrics) in groups.items()]
+        shares = [(g, first, tuple(costs), sent, sources, feeds)
+                  for g, (first, costs, sent, _, sources, feeds) in groups.items()]
         return _SegmentResult(exports, shares, memory)
 
 
@@ -586,7 +559,7 @@ def _plans(groups: dict[tuple[int, int], list], feed_bytes) -> list[GroupPlan]:
     plans = []
     for g in ordered:
         device = g[0]
-        first, costs, sent, chunks, feeds, metrics = groups[g]
+        first, costs, sent, chunks, feeds = groups[g]
         have = received.setdefault(device, set())
         receive_from, after, listed = [], [], set()
         for base, sources in chunks:  # (epoch shift, sources relative to it), in task order
@@ -606,7 +579,7 @@ def _plans(groups: dict[tuple[int, int], list], feed_bytes) -> list[GroupPlan]:
         previous[device] = index[g]
         plans.append(GroupPlan(f"{first.rsplit('-', 1)[0]}-d{device}e{g[1]}", device,
                                math.fsum(costs), sent, feed_bytes(feeds), tuple(receive_from),
-                               tuple(after), metrics=metrics))
+                               tuple(after)))
     return plans
 
 
@@ -617,8 +590,6 @@ def write_dot(path: str, simulation: Simulation) -> None:
     lines = ["digraph taskgraph {", "  node [shape=record];"]
     names: dict[str, str] = {}
     for g, (plan, start) in enumerate(zip(simulation.plans, simulation.starts)):
-        if not plan.tasks:  # the executor's metrics tasks run none of the graph's tasks
-            continue
         lines.append(f'  subgraph cluster_{g} {{ label="{plan.name} (device {plan.device})";')
         clock = start + plan.cost - sum(plan.task_ms)  # the fused task's own overhead first
         for t, ms in zip(plan.tasks, plan.task_ms):

@@ -16,7 +16,7 @@ STEPS = 25
 
 
 def plan_view(simulation):
-    return [(p.name, p.device, p.cost, p.sent, p.feeds, p.receive_from, p.after, p.metrics)
+    return [(p.name, p.device, p.cost, p.sent, p.feeds, p.receive_from, p.after)
             for p in simulation.plans]
 
 

@@ -1,0 +1,40 @@
+"""Worker processes keep the memory they free, for the next iteration to reuse.
+
+A training iteration allocates the same arrays every time (activations, saved operands,
+gradients) and frees them at the next. Dask starts its worker processes with glibc's
+`MALLOC_TRIM_THRESHOLD_` at 64 KiB, which also fixes the threshold above which every array is
+a fresh `mmap` at 128 KiB: each large array is then returned to the operating system when freed
+and faulted in again, page by page, when the next iteration allocates it. On a CPU worker that
+made forward kernels up to twice as slow as the same kernels timed back to back, and the
+simulator's calibrated kernel times wrong by as much. `keep_freed_memory` has glibc serve every
+size from its heap and never trim it: a worker's memory stays at its peak, the footprint of one
+iteration, and each iteration reuses it. Elsewhere (not glibc, e.g. macOS) it does nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+
+M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4  # mallopt parameters (glibc's malloc.h)
+NEVER_TRIM = 2**31 - 1
+_state = {"kept": False}
+
+
+def keep_freed_memory() -> bool:
+    """Tune this process's allocator as the module docstring says (once); whether it is."""
+    if not _state["kept"]:
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            mallopt = libc.mallopt
+        except (OSError, AttributeError):  # no C library with mallopt here
+            return False
+        _state["kept"] = bool(mallopt(M_TRIM_THRESHOLD, NEVER_TRIM)) and bool(
+            mallopt(M_MMAP_MAX, 0))
+    return _state["kept"]
+
+
+def policy() -> str:
+    """How this process's allocator treats freed memory, for calibration fingerprints (kernels
+    run at different speeds under the two)."""
+    return "kept" if _state["kept"] else "default"
