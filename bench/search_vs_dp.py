@@ -24,6 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 
 from dnn import alexnet_cifar  # noqa: E402
+from host_load import StealMeter, describe  # noqa: E402
 from local_cluster import local_cluster  # noqa: E402
 
 from flexflow.core import FFConfig, FFModel, LossType, SGDOptimizer  # noqa: E402
@@ -69,6 +70,7 @@ def main():
             flags.append("--enable-attribute-parallel")
         searched = compiled(base + flags)
         times = {"data parallel": [], "searched": []}
+        steal = StealMeter()
         for _ in range(args.rounds):
             times["data parallel"] += step_ms(data_parallel, args.steps)
             times["searched"] += step_ms(searched, args.steps)
@@ -76,7 +78,8 @@ def main():
         print(f"data parallel: {dp:8.1f} ms per iteration ({BATCH * 1e3 / dp:7.1f} samples/s)")
         print(f"searched     : {best:8.1f} ms per iteration ({BATCH * 1e3 / best:7.1f} samples/s)")
         print(f"throughput searched / data parallel: {dp / best:.2f}x (target >= 1.3x); medians "
-              f"of {args.rounds} alternating rounds of {args.steps} iterations")
+              f"of {args.rounds} alternating rounds of {args.steps} iterations "
+              f"({describe(steal.read())} while they ran)")
         cluster_module.disconnect(cluster.scheduler_address)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 

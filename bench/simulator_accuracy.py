@@ -15,7 +15,7 @@ all-parameter-parallel strategy.
 Reports per pair the relative error, and per cluster size and overall the median and worst
 absolute error and the Spearman rank correlation of predicted vs measured.
 
-    python bench/simulator_accuracy.py [--workers 2,4] [--rounds 3] [--steps 4] [--warmup 2]
+    python bench/simulator_accuracy.py [--workers 2,4] [--rounds 5] [--steps 3] [--warmup 2]
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from dnn import alexnet_cifar  # noqa: E402
+from host_load import StealMeter, describe  # noqa: E402
 from local_cluster import local_cluster  # noqa: E402
 from tests.parallel import models as test_models  # noqa: E402
 
@@ -133,8 +134,8 @@ def summary(label, rows) -> None:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", default="2,4")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=4, help="iterations timed per round")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=3, help="iterations timed per round")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--only", default="", help="substring of the pair labels to run")
     args = parser.parse_args()
@@ -159,6 +160,7 @@ def main():
                 workers_list = sorted(client.scheduler_info(n_workers=-1)["workers"])
                 feed(ff, inputs, batch)
                 step_ms(ff, args.warmup)
+                steal = StealMeter()
                 predictions, times = [], []
                 for round_ in range(args.rounds):
                     predictions.append(predict(ff, client, workers_list, batch,
@@ -169,7 +171,7 @@ def main():
                 rows.append((label, predicted, measured))
                 print(f"{workers} workers  {label:34s} predicted {predicted:9.1f} ms  measured "
                       f"{measured:9.1f} ms  error {100 * (predicted - measured) / measured:+6.1f}%"
-                      f"  (load {os.getloadavg()[0]:.1f})", flush=True)
+                      f"  ({describe(steal.read())})", flush=True)
             cluster_module.disconnect(address)
         summary(f"{workers} workers", rows)
         everything += rows

@@ -65,9 +65,9 @@ REFERENCE_BYTES = 32 << 20  # the reference kernel's copy: memory-bound, as larg
 CHAIN = (1, 2, 3, 4, 6)  # lengths of the dependent-hop probes
 RAW_CHAIN = (1, 2, 4, 8)  # lengths of the raw Dask chains that give the fetch latency
 STAR = (1, 2, 3)  # rounds of the gather-then-spread probes
-FIT_STEPS, FIT_DELTA, FIT_DAMPING = 40, 0.25, 1e-2  # Levenberg-Marquardt steps, finite-
+FIT_STEPS, FIT_DELTA, FIT_DAMPING = 80, 0.25, 1e-2  # Levenberg-Marquardt steps, finite-
 # difference step (ms), starting damping
-PROBE_RUNS = 9  # rounds of the scheduler and link probes
+PROBE_RUNS = 15  # rounds of the scheduler and link probes (a shared host is noisy)
 PACE_CHAIN, PACE_RUNS = 4, 9  # the chain (one of CHAIN) and its runs timed at every calibration
 WIDE = 200  # no-op actions in the probe of per-action overhead
 LOCAL_BANDWIDTH = 1e12   # bytes per ms: in-process "transfers" pass references

@@ -15,7 +15,9 @@ group of the TaskGraph. So the simulator schedules exactly those groups:
 * it runs when its inputs are in and its device is free, for its cost plus the per-input
   overhead of each output it fetched; where devices share a node's cores (`cores_per_node`,
   which may be fractional: what a shared host really gives), the groups running on a node share
-  them fairly, each slowed to min(1, cores / running groups) of its speed;
+  them fairly, each slowed to min(1, cores / running groups) of its speed, and the scheduler
+  (with the client, on the first node) takes its share too: its per-task time stretches by
+  max(1, (running groups + 1) / cores) while it dispatches;
 
 Every device and link resource, and the scheduler, is one FIFO resource; events are processed
 in time order (event-driven list scheduling), ties by group order. The predicted iteration time
@@ -157,8 +159,12 @@ def schedule(plans: list[GroupPlan], machine: MachineModel,
         if stage == 0:  # the scheduler dispatches it; it fetches what it receives, then may run
             if scheduler:
                 if scheduler_free > t:
+                    if cores is not None:  # see who runs when the scheduler gets to it
+                        push(events, (scheduler_free, i, 0, 0))
+                        continue
                     t = scheduler_free
-                t = scheduler_free = t + scheduler
+                t = scheduler_free = t + (scheduler if cores is None else
+                                          scheduler * cores.slowdown())
             ready = t
             for j in plan.receive_from:
                 source = plans[j]
@@ -240,6 +246,11 @@ class _SharedCores:
             self._begin(waiting.pop(0), t, starts, events, rebook=False)
         self._rebook(node, t, events)
         return i, t
+
+    def slowdown(self) -> float:
+        """How much longer the scheduler (a process on the first node, with the client) takes
+        for a dispatch now: it shares the node's cores with the groups running there."""
+        return max(1.0, (len(self.running[self.nodes[0]]) + 1) / self.capacity)
 
     def _begin(self, i: int, t: float, starts: list[float], events: list,
                rebook: bool = True) -> None:

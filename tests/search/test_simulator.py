@@ -153,6 +153,19 @@ def test_the_scheduler_dispatches_one_task_at_a_time():
     assert sim.ends == pytest.approx([4.5, 5.5])
 
 
+def test_the_scheduler_shares_the_cores_with_the_groups_running_there():
+    # one core for two devices; the scheduler spends 1 ms per dispatch when the core is free
+    shared = machine(2, cores=1)
+    shared.overheads = replace(OVERHEADS, scheduler=1.0)
+    tasks = [Task("a", 0, "forward", A.Receive()), Task("a2", 0, "forward", A.Receive(), ("a",)),
+             Task("b", 1, "forward", A.Receive())]
+    # a is dispatched 2 -> 3 (nothing running) and starts its 2.5 ms of work alone; b's
+    # dispatch shares the core with a: 2 ms, 3 -> 5; from 5 a (0.5 ms left) and b (1.5 ms)
+    # run at half speed: a ends at 6, b (1 ms left) then alone at 7
+    sim = Simulator(graph_with((1,)), None, shared).simulate_taskgraph(TaskGraph(tasks))
+    assert sim.starts == pytest.approx([3.0, 5.0]) and sim.ends == pytest.approx([6.0, 7.0])
+
+
 def test_metrics_cost_no_task_of_their_own():
     # DaskExecutor.run takes the metric records from the workers once the iteration is done,
     # which the per-iteration overhead covers: a loss group is just a group
