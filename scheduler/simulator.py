@@ -16,8 +16,8 @@ group of the TaskGraph. So the simulator schedules exactly those groups:
   overhead of each output it fetched; where devices share a node's cores (`cores_per_node`,
   which may be fractional: what a shared host really gives), the groups running on a node share
   them fairly, each slowed to min(1, cores / running groups) of its speed, and the scheduler
-  (with the client, on the first node) takes its share too: its per-task time stretches by
-  max(1, (running groups + 1) / cores) while it dispatches;
+  (with the client, on the first node) takes its share too: its per-task time, and a hop that
+  starts, stretch by max(1, (running groups + 1) / cores);
 
 Every device and link resource, and the scheduler, is one FIFO resource; events are processed
 in time order (event-driven list scheduling), ties by group order. The predicted iteration time
@@ -201,7 +201,8 @@ def schedule(plans: list[GroupPlan], machine: MachineModel,
                 latest[k] = end
             waiting[k] -= 1
             if waiting[k] == 0:
-                push(events, (latest[k] + hop, k, 0, 0))
+                push(events, (latest[k] + (hop if cores is None else hop * cores.slowdown()),
+                              k, 0, 0))
     return starts, ends
 
 
@@ -249,7 +250,8 @@ class _SharedCores:
 
     def slowdown(self) -> float:
         """How much longer the scheduler (a process on the first node, with the client) takes
-        for a dispatch now: it shares the node's cores with the groups running there."""
+        for a dispatch or a hop now: it shares the node's cores with the groups running
+        there."""
         return max(1.0, (len(self.running[self.nodes[0]]) + 1) / self.capacity)
 
     def _begin(self, i: int, t: float, starts: list[float], events: list,

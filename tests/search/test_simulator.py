@@ -166,6 +166,17 @@ def test_the_scheduler_shares_the_cores_with_the_groups_running_there():
     assert sim.starts == pytest.approx([3.0, 5.0]) and sim.ends == pytest.approx([6.0, 7.0])
 
 
+def test_a_hop_that_starts_while_the_cores_are_busy_takes_longer():
+    tasks = [Task("a", 0, "forward", A.Receive()),
+             Task("c", 1, "forward", A.Receive()), Task("c2", 1, "forward", A.Receive(), ("c",)),
+             Task("b", 2, "forward", A.Receive(), ("a",))]
+    sim = simulate(graph_with((1,)), tasks, 3, cores=1)
+    # a (1.5 ms of work) and c (2.5) share the core from 2: a ends at 5, c at 6; b's hop starts
+    # at 5 beside c: 2 x 2 ms, then 0.1 ms to fetch a's output, and 1.5 ms alone
+    assert sim.starts == pytest.approx([2.0, 2.0, 9.1])
+    assert sim.ends == pytest.approx([5.0, 6.0, 10.6])
+
+
 def test_metrics_cost_no_task_of_their_own():
     # DaskExecutor.run takes the metric records from the workers once the iteration is done,
     # which the per-iteration overhead covers: a loss group is just a group
