@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from ..ops.graph import Graph
 from . import actions as A
-from .machine import METRICS_BYTES, MachineModel
+from .machine import MachineModel
 
 
 MEMO_LIMIT = 200_000  # kernel calls remembered (a full rebuild makes new partitions each time)
@@ -208,8 +208,6 @@ class TaskCoster:
         if kind is A.SendWeightGrad or kind is A.SendWeight:
             dedupe = ("weight", action.key) if kind is A.SendWeight else None
             return TaskCost(ms, volume(action.key[2]) * 4, dedupe)
-        if kind is A.Loss:
-            return TaskCost(ms, METRICS_BYTES)
         if kind is A.Update:  # sums the gradients replicas send in first
             incoming = sum(1 for d in task.deps if "-sendgrad-" in d)
             if incoming:

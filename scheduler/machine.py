@@ -27,7 +27,6 @@ from typing import Callable
 
 GB = 1e9 / 1e3  # bytes per ms in one GB/s
 FLEXFLOW_GB = 1024 * 1024  # FlexFlow's machine files: "GB/s" x 1024 x 1024 = bytes per ms
-METRICS_BYTES = 256  # a loss task's metric sums
 MAX_DEVICES = 1024  # a machine model holds a route per ordered pair of devices
 
 
@@ -73,7 +72,7 @@ class Overheads:
     task: float = 0.0       # per fused task, on its device (deserialising, running the group)
     action: float = 0.0     # per action inside a fused task
     hop: float = 0.0        # from the last dependency's end (or submission) to the task's dispatch
-    iteration: float = 0.0  # per iteration: submitting the graph, waiting, gathering metrics
+    iteration: float = 0.0  # per iteration: submitting the graph, waiting, taking metrics
     receive: float = 0.0    # per input fetched from another device, on the receiving device
     scheduler: float = 0.0  # per Dask task, on the one scheduler every dispatch goes through
 

@@ -16,8 +16,9 @@ group of the TaskGraph. So the simulator schedules exactly those groups:
   overhead of each output it fetched; where devices share a node's cores (`cores_per_node`,
   which may be fractional: what a shared host really gives), the groups running on a node share
   them fairly, each slowed to min(1, cores / running groups) of its speed, and the scheduler
-  (with the client, on the first node) takes its share too: its per-task time, and a hop that
-  starts, stretch by max(1, (running groups + 1) / cores);
+  (with the client, on the first node) takes its share too: its per-task time, a hop and a
+  transfer that start, stretch by max(1, (running groups + 1) / cores) (the event loops of the
+  scheduler and of the workers moving the bytes compete with the kernels).
 
 Every device and link resource, and the scheduler, is one FIFO resource; events are processed
 in time order (event-driven list scheduling), ties by group order. The predicted iteration time
@@ -115,16 +116,16 @@ def check_memory(simulation: Simulation, what: str) -> None:
 
 # ---- scheduling ---------------------------------------------------------------------------------
 def _transfer(route: Route, nbytes: float, ready: float, free: dict[str, float],
-              transfers: list[Transfer] | None) -> float:
-    """When `nbytes` sent at `ready` arrive; books the route's resources (FIFO), and lists the
-    bookings in `transfers` unless it is None."""
+              transfers: list[Transfer] | None, stretch: float = 1.0) -> float:
+    """When `nbytes` sent at `ready` arrive, each hop taking `stretch` times its time; books the
+    route's resources (FIFO), and lists the bookings in `transfers` unless it is None."""
     for hop in route:
         start = ready
         for resource in hop.resources:
             busy = free.get(resource, 0.0)
             if busy > start:
                 start = busy
-        ready = start + hop.latency + nbytes / hop.bandwidth
+        ready = start + (hop.latency + nbytes / hop.bandwidth) * stretch
         for resource in hop.resources:
             free[resource] = ready
         if transfers is not None:
@@ -165,6 +166,7 @@ def schedule(plans: list[GroupPlan], machine: MachineModel,
                     t = scheduler_free
                 t = scheduler_free = t + (scheduler if cores is None else
                                           scheduler * cores.slowdown())
+            stretch = 1.0 if cores is None else cores.slowdown()  # moving bytes takes CPU too
             ready = t
             for j in plan.receive_from:
                 source = plans[j]
@@ -174,13 +176,15 @@ def schedule(plans: list[GroupPlan], machine: MachineModel,
                     start = free.get(resource, 0.0)
                     if start < t:
                         start = t
-                    arrived = free[resource] = start + hop_.latency + source.sent / hop_.bandwidth
+                    arrived = free[resource] = start + (
+                        hop_.latency + source.sent / hop_.bandwidth) * stretch
                 else:
-                    arrived = _transfer(route, source.sent, t, free, transfers)
+                    arrived = _transfer(route, source.sent, t, free, transfers, stretch)
                 if arrived > ready:
                     ready = arrived
             if plan.feeds:
-                arrived = _transfer(machine.host_routes[device], plan.feeds, t, free, transfers)
+                arrived = _transfer(machine.host_routes[device], plan.feeds, t, free, transfers,
+                                    stretch)
                 if arrived > ready:
                     ready = arrived
             push(events, (ready, i, 1, 0))

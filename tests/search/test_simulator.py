@@ -177,6 +177,18 @@ def test_a_hop_that_starts_while_the_cores_are_busy_takes_longer():
     assert sim.ends == pytest.approx([5.0, 6.0, 10.6])
 
 
+def test_a_transfer_that_starts_while_the_cores_are_busy_takes_longer():
+    tasks = [Task("a", 0, "forward", send(0, 250, 1)),
+             Task("c", 2, "forward", A.Receive())]
+    tasks += [Task(f"c{k}", 2, "forward", A.Receive(), (tasks[-1].key,)) for k in range(5)]
+    tasks.append(Task("b", 1, "forward", A.Receive(), ("a",)))
+    sim = simulate(graph_with((250,)), tasks, 3, cores=1)
+    # a (1.5 ms of work) and c (6.5) share the core from 2: a ends at 5; b's hop beside c takes
+    # 2 x 2 ms, and at 9 its 1000 bytes 2 x (0.1 + 1) ms; c ends at 10, b runs alone from 11.2
+    assert sim.starts == pytest.approx([2.0, 2.0, 11.2])
+    assert sim.ends == pytest.approx([5.0, 10.0, 12.7])
+
+
 def test_metrics_cost_no_task_of_their_own():
     # DaskExecutor.run takes the metric records from the workers once the iteration is done,
     # which the per-iteration overhead covers: a loss group is just a group
