@@ -123,12 +123,8 @@ class DaskExecutor(Executor):
     def _take_metrics(self, devices: set[int]) -> list[dict[str, float]]:
         """The metric records the iteration's groups kept on `devices`, in group order (the
         order the in-process executor gives)."""
-        workers = sorted({self.workers[d] for d in devices})
-        try:
-            kept = self.client.run(_take_metrics, self.model_id, workers=workers)
-        except (OSError, KeyError):  # cannot reach a worker: say so if it has left
-            self._check_workers("collecting the metrics")
-            raise
+        kept = self._on_workers(sorted({self.workers[d] for d in devices}),
+                                "collecting the metrics", _take_metrics, self.model_id)
         ordered = sorted((entry for entries in kept.values() for entry in entries),
                          key=lambda entry: entry[0])
         return [record for _, records in ordered for record in records]
@@ -159,9 +155,13 @@ class DaskExecutor(Executor):
     def _on_worker(self, device: int, during: str, fn, *args):
         """`fn(*args)` in the process of `device`'s worker."""
         worker = self.workers[device]
+        return self._on_workers([worker], during, fn, *args)[worker]
+
+    def _on_workers(self, workers: list[str], during: str, fn, *args) -> dict:
+        """`fn(*args)` in the process of each of `workers`: {worker: result}."""
         try:
-            return self.client.run(fn, *args, workers=[worker])[worker]
-        except (OSError, KeyError):  # cannot reach the worker: say so if it has left
+            return self.client.run(fn, *args, workers=workers)
+        except (OSError, KeyError):  # cannot reach a worker: say so if it has left
             self._check_workers(during)
             raise
 

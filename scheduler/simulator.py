@@ -158,15 +158,15 @@ def schedule(plans: list[GroupPlan], machine: MachineModel,
         plan = plans[i]
         device = plan.device
         if stage == 0:  # the scheduler dispatches it; it fetches what it receives, then may run
+            if scheduler and scheduler_free > t:
+                if cores is not None:  # see who runs when the scheduler gets to it
+                    push(events, (scheduler_free, i, 0, 0))
+                    continue
+                t = scheduler_free
+            # the scheduler, and the event loops moving the bytes, share the cores
+            stretch = 1.0 if cores is None else cores.slowdown()
             if scheduler:
-                if scheduler_free > t:
-                    if cores is not None:  # see who runs when the scheduler gets to it
-                        push(events, (scheduler_free, i, 0, 0))
-                        continue
-                    t = scheduler_free
-                t = scheduler_free = t + (scheduler if cores is None else
-                                          scheduler * cores.slowdown())
-            stretch = 1.0 if cores is None else cores.slowdown()  # moving bytes takes CPU too
+                t = scheduler_free = t + scheduler * stretch
             ready = t
             for j in plan.receive_from:
                 source = plans[j]
