@@ -1,0 +1,104 @@
+"""Where a dependent hop's time goes on a local cluster of two single-threaded workers.
+
+A chain of tiny tasks alternates between the two workers, each passing the next an array of
+`--bytes`; a second chain stays on one worker. From the workers' and the scheduler's transition
+logs (their own clocks, one host) each cross-worker hop splits into: the producer's
+"task finished" reaching the scheduler, the scheduler's "compute this" reaching the consumer,
+the consumer fetching the array from the producer, and the consumer starting the task. The
+simulator's `hop`, `scheduler` and link `latency` stand for these; a strategy with many
+dependent levels (split dense layers all-gather their activations at every layer) pays them at
+every level.
+
+    python bench/hop_latency.py [--bytes 500000] [--chains 15] [--length 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from local_cluster import local_cluster  # noqa: E402
+
+from distributed import Client  # noqa: E402
+
+STAGES = ("finished -> scheduler", "scheduler -> consumer", "fetch", "start")
+
+
+def produce(previous, nbytes: int):
+    return np.ones(nbytes, dtype=np.uint8)
+
+
+def _worker_log(prefix: str, dask_worker=None) -> list[tuple]:
+    """(key, from, to, time) of this worker's transitions of keys starting with `prefix`."""
+    return [(entry[0], entry[1], entry[2], entry[-1]) for entry in dask_worker.state.log
+            if isinstance(entry[0], str) and entry[0].startswith(prefix)]
+
+
+def _scheduler_log(prefix: str, dask_scheduler=None) -> list[tuple]:
+    return [(entry[0], entry[1], entry[2], entry[-1]) for entry in dask_scheduler.transition_log
+            if entry[0].startswith(prefix)]
+
+
+def run_chain(client: Client, workers: list[str], name: str, length: int, nbytes: int) -> None:
+    future = None
+    for i in range(length):
+        future = client.submit(produce, future, nbytes, key=f"{name}-{i}", pure=False,
+                               workers=[workers[i % len(workers)]], allow_other_workers=False)
+    future.result()
+
+
+def hop_stages(client: Client, prefix: str, length: int) -> list[dict[str, float]]:
+    """The stages (ms) of every hop of the chains whose keys start with `prefix`."""
+    when: dict[tuple, float] = {}
+    for log in client.run(_worker_log, prefix).values():
+        for key, start, finish, t in log:
+            when.setdefault((key, start, finish), t)
+    for key, start, finish, t in client.run_on_scheduler(_scheduler_log, prefix):
+        when.setdefault(("scheduler", key, start, finish), t)
+    chains = {key.rsplit("-", 1)[0] for key, *_ in when if key != "scheduler"}
+    hops = []
+    for chain in chains:
+        for i in range(1, length):
+            producer, consumer = f"{chain}-{i - 1}", f"{chain}-{i}"
+            marks = [when.get((producer, "executing", "memory")),
+                     when.get(("scheduler", producer, "processing", "memory")),
+                     when.get((consumer, "compute-task", "released")),
+                     when.get((consumer, "waiting", "ready")),
+                     when.get((consumer, "ready", "executing"))]
+            if None not in marks:
+                hops.append({stage: 1e3 * (end - start)
+                             for stage, start, end in zip(STAGES, marks, marks[1:])})
+    return hops
+
+
+def describe(hops: list[dict[str, float]]) -> str:
+    medians = {stage: statistics.median(h[stage] for h in hops) for stage in STAGES}
+    total = statistics.median(sum(h.values()) for h in hops)
+    parts = ", ".join(f"{stage} {ms:.1f}" for stage, ms in medians.items())
+    return f"{total:5.1f} ms per hop (medians of {len(hops)}: {parts})"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bytes", type=int, default=500_000)
+    parser.add_argument("--chains", type=int, default=15)
+    parser.add_argument("--length", type=int, default=6)
+    args = parser.parse_args()
+    with local_cluster(2) as cluster, Client(cluster) as client:
+        workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+        for label, on in (("across workers", workers), ("on one worker ", workers[:1])):
+            prefix = f"hop{len(on)}"
+            run_chain(client, on, f"{prefix}warm", args.length, args.bytes)
+            for c in range(args.chains):
+                run_chain(client, on, f"{prefix}c{c}", args.length, args.bytes)
+            print(f"{label}: {describe(hop_stages(client, f'{prefix}c', args.length))}")
+
+
+if __name__ == "__main__":
+    main()
