@@ -34,15 +34,22 @@ def produce(previous, nbytes: int):
     return np.ones(nbytes, dtype=np.uint8)
 
 
-def _worker_log(prefix: str, dask_worker=None) -> list[tuple]:
-    """(key, from, to, time) of this worker's transitions of keys starting with `prefix`."""
-    return [(entry[0], entry[1], entry[2], entry[-1]) for entry in dask_worker.state.log
-            if isinstance(entry[0], str) and entry[0].startswith(prefix)]
+def _transitions(log, prefix: str) -> dict[tuple[str, str, str], float]:
+    """{(key, from, to): time} of the first transitions in a Dask transition `log` of keys
+    starting with `prefix`."""
+    when: dict[tuple[str, str, str], float] = {}
+    for entry in log:
+        if isinstance(entry[0], str) and entry[0].startswith(prefix):
+            when.setdefault((entry[0], entry[1], entry[2]), entry[-1])
+    return when
 
 
-def _scheduler_log(prefix: str, dask_scheduler=None) -> list[tuple]:
-    return [(entry[0], entry[1], entry[2], entry[-1]) for entry in dask_scheduler.transition_log
-            if entry[0].startswith(prefix)]
+def _worker_log(prefix: str, dask_worker=None) -> dict:
+    return _transitions(dask_worker.state.log, prefix)
+
+
+def _scheduler_log(prefix: str, dask_scheduler=None) -> dict:
+    return _transitions(dask_scheduler.transition_log, prefix)
 
 
 def run_chain(client: Client, workers: list[str], name: str, length: int, nbytes: int) -> None:
@@ -53,24 +60,23 @@ def run_chain(client: Client, workers: list[str], name: str, length: int, nbytes
     future.result()
 
 
-def hop_stages(client: Client, prefix: str, length: int) -> list[dict[str, float]]:
-    """The stages (ms) of every hop of the chains whose keys start with `prefix`."""
-    when: dict[tuple, float] = {}
-    for log in client.run(_worker_log, prefix).values():
-        for key, start, finish, t in log:
-            when.setdefault((key, start, finish), t)
-    for key, start, finish, t in client.run_on_scheduler(_scheduler_log, prefix):
-        when.setdefault(("scheduler", key, start, finish), t)
-    chains = {key.rsplit("-", 1)[0] for key, *_ in when if key != "scheduler"}
+def hop_stages(client: Client, prefix: str, chains: list[str],
+               length: int) -> list[dict[str, float]]:
+    """The stages (ms) of every hop of `chains` (names starting with `prefix`)."""
+    on_workers: dict[tuple[str, str, str], float] = {}
+    for when in client.run(_worker_log, prefix).values():
+        for transition, t in when.items():
+            on_workers.setdefault(transition, t)
+    on_scheduler = client.run_on_scheduler(_scheduler_log, prefix)
     hops = []
     for chain in chains:
         for i in range(1, length):
             producer, consumer = f"{chain}-{i - 1}", f"{chain}-{i}"
-            marks = [when.get((producer, "executing", "memory")),
-                     when.get(("scheduler", producer, "processing", "memory")),
-                     when.get((consumer, "compute-task", "released")),
-                     when.get((consumer, "waiting", "ready")),
-                     when.get((consumer, "ready", "executing"))]
+            marks = [on_workers.get((producer, "executing", "memory")),
+                     on_scheduler.get((producer, "processing", "memory")),
+                     on_workers.get((consumer, "compute-task", "released")),
+                     on_workers.get((consumer, "waiting", "ready")),
+                     on_workers.get((consumer, "ready", "executing"))]
             if None not in marks:
                 hops.append({stage: 1e3 * (end - start)
                              for stage, start, end in zip(STAGES, marks, marks[1:])})
@@ -93,11 +99,12 @@ def main():
     with local_cluster(2) as cluster, Client(cluster) as client:
         workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
         for label, on in (("across workers", workers), ("on one worker ", workers[:1])):
-            prefix = f"hop{len(on)}"
-            run_chain(client, on, f"{prefix}warm", args.length, args.bytes)
-            for c in range(args.chains):
-                run_chain(client, on, f"{prefix}c{c}", args.length, args.bytes)
-            print(f"{label}: {describe(hop_stages(client, f'{prefix}c', args.length))}")
+            prefix = f"hop{len(on)}-"
+            run_chain(client, on, f"warm{len(on)}", args.length, args.bytes)
+            chains = [f"{prefix}{c}" for c in range(args.chains)]
+            for chain in chains:
+                run_chain(client, on, chain, args.length, args.bytes)
+            print(f"{label}: {describe(hop_stages(client, prefix, chains, args.length))}")
 
 
 if __name__ == "__main__":
