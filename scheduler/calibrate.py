@@ -56,7 +56,8 @@ from .taskgraph import Task, TaskGraph
 
 CACHE_ENV = "FLEXFLOW_DASK_CACHE"
 CACHE_FORMAT = 4  # kernel times as multiples of the reference kernel timed with them
-CLUSTER_FORMAT = 9  # cluster files: overheads fitted to the simulator's model of the scheduler
+CLUSTER_FORMAT = 10  # cluster files: overheads fitted to the simulator's model of the executor
+# (10: devices push what they send each other)
 WARMUP, REPEATS, BUDGET_MS = 1, 5, 400.0  # per kernel: repeats stop early past the budget
 PROBE_BYTES = 4 << 20
 LINK_BYTES = 32 << 20  # with PROBE_BYTES: two transfer sizes, whose difference gives bandwidth

@@ -83,15 +83,18 @@ def check_alive(client, workers: list[str], during: str, futures: list = ()) -> 
 
 
 def watched_wait(client, futures: list, workers: list[str], during: str) -> None:
-    """Wait for `futures`, run on `workers`; a task pinned to a worker that has left would wait
-    for ever, so wait in short slices and raise WorkerLost when one of `workers` has gone."""
+    """Wait until all of `futures`, run on `workers`, are done or one has failed; a task pinned
+    to a worker that has left would wait for ever, so wait in short slices and raise WorkerLost
+    when one of `workers` has gone."""
     from distributed import wait
 
+    pending = list(futures)
     with client.as_current():
-        while True:
+        while pending:
             try:
-                wait(futures, timeout=WATCH_S)
-                return
+                done, pending = wait(pending, timeout=WATCH_S, return_when="FIRST_COMPLETED")
+                if any(future.status == "error" for future in done):
+                    return
             except TimeoutError:
                 check_alive(client, workers, during, futures)
 

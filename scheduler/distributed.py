@@ -2,41 +2,67 @@
 
 Each worker keeps the model's state for its device in process memory (a `DeviceStore` in
 `_MODELS`, installed once with `Client.run`): weights and optimizer state never leave it between
-iterations. Per iteration the client submits one task per fused group (`executor.fuse`), pinned
-to the device's worker, with the groups it depends on as arguments, so Dask moves exactly the
-data one device sends another. Input batches are scattered to the workers that load from them.
-Keys read `<first layer>-<phase>-d<device>e<epoch>-<iteration>`.
-Metric records (loss sums, checked updates, timed kernels) stay in the worker's store while the
-iteration runs, and the client takes them all with one call to the workers once it is done: a
-Dask task to pick each group's records out of its output would cost a scheduler round trip
-apiece (about as much as a fused task), for a few numbers.
+iterations. Per iteration the client submits one Dask task per device, pinned to its worker: the
+device's program, its fused groups (`executor.fuse`) in order. What a group sends another device
+goes straight to that device's worker (`push`), where the program that needs it waits for it:
+a hop between devices is one message, not a round trip through the scheduler. Input batches are
+scattered to the workers that load from them. A program's key is its first group's name, the
+model's id and the iteration: `<first layer>-<phase>-d<device>e<epoch>-<model>-<iteration>`.
+Each program returns its groups' metric records (loss sums, checked updates, timed kernels).
 
-A worker that leaves the cluster mid-run would leave the tasks pinned to it waiting forever, so
-the client waits in short slices and checks between them that its workers are still there; a lost
-worker raises `cluster.WorkerLost` (FFModel recovers from it, flexflow/recovery.py).
+A worker that leaves the cluster mid-run would leave the programs waiting for it, so the client
+waits in short slices and checks between them that its workers are still there; a lost worker
+raises `cluster.WorkerLost` (FFModel recovers from it, flexflow/recovery.py). When a program
+fails or a worker is lost, the client cancels the iteration's other programs, which then stop
+waiting (`push.Cancelled`).
 """
 
 from __future__ import annotations
 
 import itertools
 import uuid
+from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
-from .actions import Context, Load
+from .actions import Context, Load, receive
 from .allocator import keep_freed_memory
 from .cluster import alive, array_module, check_alive, watched_wait
-from .executor import Executor, Group, run_group, start_iteration
+from .executor import Executor, Group, run_tasks, start_iteration
+from .push import HANDLER, Mailbox, post, settle, task_wanted
 from .store import DeviceStore
 from .taskgraph import TaskGraph
 
 INLINE_BYTES = 1 << 20  # batches smaller than this travel inside the task that loads them
-_MODELS: dict[tuple[str, int], tuple[Context, DeviceStore]] = {}  # lives on each worker
+_MODELS: dict[tuple[str, int], tuple[Context, DeviceStore, Mailbox]] = {}  # lives on each worker
 
 
-def _install(model_id: str, device: int, ctx: Context, cpu_only: bool) -> str:
+@dataclass(frozen=True)
+class Step:
+    """One fused group of a device's program."""
+
+    position: int                # the group's place in the iteration (orders metric records)
+    group: Group
+    deliver_to: tuple[int, ...]  # devices with a group that receives from this one
+
+
+def programs(groups: list[Group]) -> dict[int, tuple[Step, ...]]:
+    """Each device's groups, in order, with the devices each one's output goes to."""
+    receivers: dict[str, set[int]] = defaultdict(set)
+    for group in groups:
+        for source in group.receive_from:
+            receivers[source].add(group.device)
+    steps: dict[int, list[Step]] = defaultdict(list)
+    for position, group in enumerate(groups):
+        steps[group.device].append(Step(position, group, tuple(sorted(receivers[group.name]))))
+    return {device: tuple(device_steps) for device, device_steps in steps.items()}
+
+
+def _install(model_id: str, device: int, ctx: Context, cpu_only: bool, dask_worker=None) -> str:
     keep_freed_memory()  # each iteration reuses the memory the last one freed
     xp = array_module(cpu_only)
-    _MODELS[(model_id, device)] = (ctx, DeviceStore(device, xp))
+    _MODELS[(model_id, device)] = (ctx, DeviceStore(device, xp), Mailbox())
+    dask_worker.handlers[HANDLER] = _deliver
     return xp.__name__
 
 
@@ -45,31 +71,40 @@ def _uninstall(model_id: str) -> None:
         del _MODELS[key]
 
 
-def _run_remote(model_id: str, device: int, group: Group, position: int, state: tuple,
-                first: bool, feeds: dict, *incoming) -> dict:
-    """Run `group` (the `position`-th of its iteration) on this worker's store; its metric
-    records are kept there, under its position, for `_take_metrics`."""
-    ctx, store = _MODELS[(model_id, device)]
+def _deliver(model: str, device: int, iteration: int, source: str, items) -> None:
+    """The worker handler for what `source` sent `device` (runs on the worker's event loop)."""
+    installed = _MODELS.get((model, device))
+    if installed is not None:  # (a model closed meanwhile has nothing to receive)
+        installed[2].put(iteration, source, items)
+
+
+def _run_program(model_id: str, device: int, iteration: int, steps: tuple[Step, ...],
+                 state: tuple, feeds: dict, peers: list[str]) -> list:
+    """Run this device's groups of `iteration` on this worker's store, taking what other devices
+    send from the mailbox and posting what they need to `peers` (worker addresses by device);
+    returns the metric records, each with its group's position."""
+    from distributed import get_worker
+
+    ctx, store, mailbox = _MODELS[(model_id, device)]
     clear_iteration, zero_gradients, ctx.training, ctx.step, ctx.updates, ctx.optimizer = state
     ctx.feeds = feeds
-    if first:
-        store.metrics.clear()  # what a failed run may have left
-        start_iteration(store, clear_iteration, zero_gradients)
-    out = run_group(ctx, store, group, *incoming)
-    records = out.pop("metrics", None)
-    if records:
-        store.metrics.append((position, records))
-    return out
-
-
-def _take_metrics(model_id: str) -> list:
-    """The metric records this worker's devices of the model keep, removed from them."""
-    taken = []
-    for key in [k for k in _MODELS if k[0] == model_id]:
-        store = _MODELS[key][1]
-        taken += store.metrics
-        store.metrics = []
-    return taken
+    start_iteration(store, clear_iteration, zero_gradients)
+    mailbox.drop_before(iteration)
+    worker = get_worker()
+    wanted = task_wanted(worker)
+    sent, records = [], []
+    for step in steps:
+        for source in step.group.receive_from:
+            receive(store, mailbox.take(iteration, source, wanted))
+        out = run_tasks(ctx, store, step.group)
+        metrics = out.pop("metrics", None)
+        if metrics:
+            records.append((step.position, metrics))
+        for dst in step.deliver_to:
+            sent.append(post(worker, peers[dst], model=model_id, device=dst, iteration=iteration,
+                             source=step.group.name, items=out.get(dst, [])))
+    settle(sent, wanted)
+    return records
 
 
 def _on_store(model_id: str, device: int, fn, args: tuple):
@@ -81,18 +116,23 @@ class DaskExecutor(Executor):
 
     def __init__(self, taskgraph: TaskGraph, ctx: Context, client, workers: list[str],
                  cpu_only: bool = False):
+        if len(set(workers)) != len(workers):
+            raise ValueError(f"each device needs a worker of its own, got workers {workers}")
         super().__init__(taskgraph, len(workers))
         self.ctx = ctx
         self.client = client
         self.workers = workers
         self.model_id = uuid.uuid4().hex[:8]
         self._iterations = itertools.count()
+        self._programs: dict[tuple[str, ...], dict[int, tuple[Step, ...]]] = {}
         remote_ctx = Context(ctx.graph, ctx.loss, ctx.optimizer)
         self.array_modules = [self._on_worker(d, "starting the model", _install, self.model_id, d,
                                               remote_ctx, cpu_only) for d in range(len(workers))]
 
     def run(self, *phases: str, zero_gradients: bool = False) -> list[dict[str, float]]:
         groups = self.groups(phases)
+        if phases not in self._programs:
+            self._programs[phases] = programs(groups)
         iteration = next(self._iterations)
         state = ("forward" in phases, zero_gradients, self.ctx.training, self.ctx.step,
                  self.ctx.updates, self.ctx.optimizer)
@@ -101,32 +141,24 @@ class DaskExecutor(Executor):
         except (OSError, KeyError, ValueError):  # a reader of the batch may have left
             self._check_workers(f"iteration {iteration}: sending the batch")
             raise
-        futures: dict[str, Any] = {}
-        started: set[int] = set()
-        for position, group in enumerate(groups):
-            loads = {t.action.tensor for t in group.tasks if isinstance(t.action, Load)}
-            futures[group.name] = self.client.submit(
-                _run_remote, self.model_id, group.device, group, position, state,
-                group.device not in started, {t: feeds[t] for t in loads},
-                *[futures[k] for k in group.receive_from + group.after],
-                key=f"{group.name}-{self.model_id}-{iteration}",
-                workers=[self.workers[group.device]], allow_other_workers=False, pure=False)
-            started.add(group.device)
-        everything = list(futures.values())
-        self._wait(everything, f"iteration {iteration} ({', '.join(phases)})")
-        for future in everything:
-            if future.status == "error":
-                self._check_workers("an iteration", everything)
-                future.result()  # raises the task's exception here
-        return self._take_metrics(started)
-
-    def _take_metrics(self, devices: set[int]) -> list[dict[str, float]]:
-        """The metric records the iteration's groups kept on `devices`, in group order (the
-        order the in-process executor gives)."""
-        kept = self._on_workers(sorted({self.workers[d] for d in devices}),
-                                "collecting the metrics", _take_metrics, self.model_id)
-        ordered = sorted((entry for entries in kept.values() for entry in entries),
-                         key=lambda entry: entry[0])
+        futures = []
+        for device, steps in self._programs[phases].items():
+            loads = {task.action.tensor for step in steps for task in step.group.tasks
+                     if isinstance(task.action, Load)}
+            futures.append(self.client.submit(
+                _run_program, self.model_id, device, iteration, steps, state,
+                {t: feeds[t] for t in loads}, self.workers,
+                key=f"{steps[0].group.name}-{self.model_id}-{iteration}",
+                workers=[self.workers[device]], allow_other_workers=False, pure=False))
+        self._wait(futures, f"iteration {iteration} ({', '.join(phases)})")
+        failed = [future for future in futures if future.status == "error"]
+        if failed:  # the other programs may wait for what a failed one would have sent
+            self.client.cancel(futures)
+            self._check_workers("an iteration")
+            failed[0].result()  # raises the program's exception here
+        kept = self.client.gather(futures)
+        ordered = sorted((entry for entries in kept for entry in entries),
+                         key=lambda entry: entry[0])  # the in-process executor's order
         return [record for _, records in ordered for record in records]
 
     def _wait(self, futures: list, during: str) -> None:

@@ -69,8 +69,16 @@ def fuse(tasks: Sequence[Task]) -> list[Group]:
 
 
 def run_group(ctx: Context, store: DeviceStore, group: Group, *incoming) -> dict:
+    """Apply what the groups of `group.receive_from` sent (the first `incoming`: their outputs,
+    keyed by destination device), then run `group`'s tasks."""
     for sent in incoming[:len(group.receive_from)]:
         receive(store, sent.get(store.device, ()))
+    return run_tasks(ctx, store, group)
+
+
+def run_tasks(ctx: Context, store: DeviceStore, group: Group) -> dict:
+    """Run `group`'s tasks in order; returns what they emitted: items keyed by destination
+    device, and metric records under "metrics"."""
     out: dict = {}
     for task in group.tasks:
         task.action.run(store, ctx, out)

@@ -1,0 +1,92 @@
+"""Worker-to-worker delivery of what one device's fused task sends another, without the scheduler.
+
+Why: on the Dask distributed scheduler a task that needs the output of a task on another worker
+waits for three messages in turn (the producer's "finished" to the scheduler, the scheduler's
+order to the consumer, the consumer's fetch from the producer): about 8 ms on a loaded 2-core
+host (`bench/hop_latency.py`), as much as a large layer's kernel. A strategy that splits layers
+pays that at every layer. So each device runs its share of an iteration as one Dask task, and a
+fused task's output for another device is written straight to that device's worker: one message.
+The consumer's task takes it from a `Mailbox` there.
+
+A program that waits must not outlive its Dask task: the client cancels an iteration's tasks
+when one of them fails or a worker leaves, and a waiting program notices within `POLL_S` and
+raises `Cancelled`, so no worker thread is left blocked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from typing import Any, Callable
+
+HANDLER = "flexflow_deliver"  # the worker handler that takes deliveries
+POLL_S = 0.2  # how often a waiting program checks that its Dask task is still wanted
+
+
+class Cancelled(RuntimeError):
+    """The Dask task running a device's program was cancelled while the program waited."""
+
+
+class Mailbox:
+    """Deliveries to one device of one model, keyed (iteration, sending group)."""
+
+    def __init__(self):
+        self._items: dict[tuple[int, str], Any] = {}
+        self._arrived = threading.Condition()
+
+    def put(self, iteration: int, source: str, items) -> None:
+        with self._arrived:
+            self._items[(iteration, source)] = items
+            self._arrived.notify_all()
+
+    def take(self, iteration: int, source: str, wanted: Callable[[], bool]):
+        """What `source` sent for `iteration`; waits for it while `wanted()` holds."""
+        key = (iteration, source)
+        with self._arrived:
+            while key not in self._items:
+                if not wanted():
+                    raise Cancelled(f"iteration {iteration} was cancelled while this device "
+                                    f"waited for {source}")
+                self._arrived.wait(POLL_S)
+            return self._items.pop(key)
+
+    def drop_before(self, iteration: int) -> None:
+        """Forget deliveries of earlier iterations (those a cancelled iteration left)."""
+        with self._arrived:
+            for key in [k for k in self._items if k[0] < iteration]:
+                del self._items[key]
+
+
+def task_wanted(worker) -> Callable[[], bool]:
+    """Whether the Dask task this thread runs is still to be computed (not cancelled)."""
+    from distributed.worker import thread_state
+    key = thread_state.key
+
+    def wanted() -> bool:
+        task = worker.state.tasks.get(key)
+        return task is not None and task.state == "executing"
+    return wanted
+
+
+def post(worker, address: str, **message) -> concurrent.futures.Future:
+    """Send `message` to the worker at `address` from a task's thread; does not wait for it.
+    Arrays in the message travel as separate frames, not inside a pickle."""
+    from distributed.protocol import to_serialize
+    message = {k: to_serialize(v) if k == "items" else v for k, v in message.items()}
+
+    async def send():
+        await getattr(worker.rpc(address), HANDLER)(**message)
+    return asyncio.run_coroutine_threadsafe(send(), worker.loop.asyncio_loop)
+
+
+def settle(sent: list[concurrent.futures.Future], wanted: Callable[[], bool]) -> None:
+    """Wait until every posted message has arrived (raising a failed send's error)."""
+    for future in sent:
+        while True:
+            try:
+                future.result(timeout=POLL_S)
+                break
+            except concurrent.futures.TimeoutError:
+                if not wanted():
+                    raise Cancelled("the iteration was cancelled while this device sent")
