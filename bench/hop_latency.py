@@ -1,13 +1,18 @@
-"""Where a dependent hop's time goes on a local cluster of two single-threaded workers.
+"""What a dependent hop costs on a local cluster of two single-threaded workers: between Dask
+tasks, and between the executor's fused groups, which devices push to each other.
 
-A chain of tiny tasks alternates between the two workers, each passing the next an array of
-`--bytes`; a second chain stays on one worker. From the workers' and the scheduler's transition
-logs (their own clocks, one host) each cross-worker hop splits into: the producer's
+Dask tasks: a chain of tiny tasks alternates between the two workers, each passing the next an
+array of `--bytes`; a second chain stays on one worker. From the workers' and the scheduler's
+transition logs (their own clocks, one host) each cross-worker hop splits into: the producer's
 "task finished" reaching the scheduler, the scheduler's "compute this" reaching the consumer,
-the consumer fetching the array from the producer, and the consumer starting the task. The
-simulator's `hop`, `scheduler` and link `latency` stand for these; a strategy with many
-dependent levels (split dense layers all-gather their activations at every layer) pays them at
-every level.
+the consumer fetching the array from the producer, and the consumer starting the task. That is
+why the executor does not make each fused group a Dask task: a strategy with many dependent
+levels (split dense layers all-gather their activations at every layer) would pay this at every
+level.
+
+The executor: a chain of fused groups through `DaskExecutor`, each sending the next `--bytes`,
+alternating between the two devices (a hop is one pushed message, `scheduler/push.py`); per
+hop, the slope of the iteration time over the chain's length.
 
     python bench/hop_latency.py [--bytes 500000] [--chains 15] [--length 6]
 """
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +32,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from local_cluster import local_cluster  # noqa: E402
 
 from distributed import Client  # noqa: E402
+
+from flexflow.scheduler.actions import Context  # noqa: E402
+from flexflow.scheduler.calibrate import Probe  # noqa: E402
+from flexflow.scheduler.distributed import DaskExecutor  # noqa: E402
+from flexflow.scheduler.taskgraph import Task, TaskGraph  # noqa: E402
 
 STAGES = ("finished -> scheduler", "scheduler -> consumer", "fetch", "start")
 
@@ -90,6 +101,34 @@ def describe(hops: list[dict[str, float]]) -> str:
     return f"{total:5.1f} ms per hop (medians of {len(hops)}: {parts})"
 
 
+def executor_chain(length: int, nbytes: int) -> TaskGraph:
+    """`length` fused groups alternating between devices 0 and 1, each sending the next
+    `nbytes`. (On one device such a chain would be fused into a single group.)"""
+    return TaskGraph([Task(f"link{i}-forward", i % 2, "forward", Probe(nbytes, (i + 1) % 2),
+                           (f"link{i - 1}-forward",) if i else ()) for i in range(length)])
+
+
+def executor_hop_ms(client: Client, workers: list[str], length: int, nbytes: int,
+                    runs: int) -> float:
+    """Per hop of a chain of fused groups across the two devices: (median time of `length`
+    groups - of one) / (length - 1), the two chains run alternately."""
+    executors = [DaskExecutor(executor_chain(n, nbytes), Context(None), client, workers)
+                 for n in (1, length)]
+    times: list[list[float]] = [[], []]
+    try:
+        for executor in executors:
+            executor.run("forward")  # warm-up
+        for _ in range(runs):
+            for executor, samples in zip(executors, times):
+                start = time.perf_counter()
+                executor.run("forward")
+                samples.append((time.perf_counter() - start) * 1e3)
+    finally:
+        for executor in executors:
+            executor.close()
+    return (statistics.median(times[1]) - statistics.median(times[0])) / (length - 1)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bytes", type=int, default=500_000)
@@ -104,7 +143,11 @@ def main():
             chains = [f"{prefix}{c}" for c in range(args.chains)]
             for chain in chains:
                 run_chain(client, on, chain, args.length, args.bytes)
-            print(f"{label}: {describe(hop_stages(client, prefix, chains, args.length))}")
+            print(f"Dask tasks, {label}: "
+                  f"{describe(hop_stages(client, prefix, chains, args.length))}")
+        hop = executor_hop_ms(client, workers, 2 * args.length, args.bytes, args.chains)
+        print(f"executor,   across workers: {hop:5.1f} ms per hop (slope over chain lengths 1 "
+              f"and {2 * args.length}, medians of {args.chains} runs each)")
 
 
 if __name__ == "__main__":

@@ -153,7 +153,7 @@ class DaskExecutor(Executor):
         self._wait(futures, f"iteration {iteration} ({', '.join(phases)})")
         failed = [future for future in futures if future.status == "error"]
         if failed:  # the other programs may wait for what a failed one would have sent
-            self.client.cancel(futures)
+            self.client.cancel([future for future in futures if not future.done()])
             self._check_workers("an iteration")
             failed[0].result()  # raises the program's exception here
         kept = self.client.gather(futures)

@@ -1,13 +1,14 @@
 """Lowers a TaskGraph to a Dask graph and runs it; owns the devices' stores.
 
 Fusion ("few hops"): every task gets an epoch, the number of cross-device dependencies on its
-longest path; the tasks of one device with the same epoch run as one Dask task, in graph order.
+longest path; the tasks of one device with the same epoch run as one group, in graph order.
 A data-parallel iteration is then: forward+backward on each device (epoch 0), gradient exchange
 and update on the owner (epoch 1), new weights back to the replicas (epoch 2). One device is
-always a single task per phase.
+always a single group per phase.
 
-This executor runs in-process on Dask's synchronous scheduler, with one `DeviceStore` per device
-in this process: the one-device default, and the reference the distributed executor must match.
+This executor runs each group as a Dask task, in-process on Dask's synchronous scheduler, with
+one `DeviceStore` per device in this process: the one-device default, and the reference the
+distributed executor (one Dask task per device, running its groups: `distributed.py`) must match.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .taskgraph import Task, TaskGraph
 
 @dataclass(frozen=True)
 class Group:
-    """Tasks fused into one Dask task: run on `device` in order."""
+    """Tasks fused into one group: run on `device` in order, after what `receive_from` sent."""
 
     name: str
     device: int

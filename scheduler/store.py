@@ -29,7 +29,6 @@ class DeviceStore:
     received_grads: dict[int, list[tuple[Box, Any]]] = field(default_factory=dict)
     saved: dict[tuple[int, int], Any] = field(default_factory=dict)
     partials: dict[tuple[int, str, int], Any] = field(default_factory=dict)  # (layer, phase, part)
-    metrics: list = field(default_factory=list)  # (group position, records) for the client
 
     def clear_iteration(self) -> None:
         self.values.clear()

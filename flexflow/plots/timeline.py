@@ -1,5 +1,5 @@
 """Simulated timelines: one Gantt chart per strategy, stacked on one time axis, with a row per
-device (each fused Dask task it runs, framed, with its tasks coloured by what they do) and a row
+device (each fused group it runs, framed, with its tasks coloured by what they do) and a row
 per link resource (the transfers booked on it, which the simulation records when asked to)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Sequence
 
 from . import new_figure, save
 
-# Colour of a task by what its action does; the rest of a fused task's time is the scheduler's
+# Colour of a task by what its action does; the rest of a fused group's time is the executor's
 # overhead of running it.
 ACTION_PHASES = {"Load": "load", "Fill": "load", "Forward": "forward",
                  "ForwardPartial": "forward", "Loss": "loss", "Backward": "backward",
@@ -25,7 +25,7 @@ class Bar:
     start: float  # ms
     end: float
     phase: str
-    outline: bool = False  # the frame of a fused Dask task, drawn around its tasks
+    outline: bool = False  # the frame of a fused group, drawn around its tasks
 
 
 def bars(simulation) -> list[Bar]:

@@ -1,0 +1,107 @@
+"""Devices push what they send each other (scheduler/push.py) and wait for it in mailboxes: a
+device that fails must not leave the others waiting, and the run must be usable afterwards."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from flexflow.core import FFConfig, FFModel, LossType, SGDOptimizer
+from flexflow.scheduler import cluster as cluster_module
+from flexflow.scheduler.push import POLL_S, Cancelled, Mailbox
+
+from .cluster import loopback_cluster
+from .models import BATCH, batches, mlp, strategy
+
+
+def test_a_mailbox_hands_over_what_arrives_later_from_another_thread():
+    mailbox = Mailbox()
+    threading.Timer(0.05, mailbox.put, (3, "Dense_1-forward-d1e0", ["items"])).start()
+    assert mailbox.take(3, "Dense_1-forward-d1e0", lambda: True) == ["items"]
+
+
+def test_a_mailbox_stops_waiting_once_its_task_is_no_longer_wanted():
+    mailbox = Mailbox()
+    mailbox.put(2, "a", ["for iteration 2"])  # another iteration's delivery is not the one
+    wanted = threading.Event()
+    wanted.set()
+    threading.Timer(0.1, wanted.clear).start()
+    start = time.monotonic()
+    with pytest.raises(Cancelled, match="iteration 3 was cancelled .* waited for a"):
+        mailbox.take(3, "a", wanted.is_set)
+    assert time.monotonic() - start < 0.1 + 3 * POLL_S
+
+
+def test_a_mailbox_drops_what_earlier_iterations_left():
+    mailbox = Mailbox()
+    mailbox.put(1, "a", ["stale"])
+    mailbox.put(2, "a", ["current"])
+    mailbox.drop_before(2)
+    with pytest.raises(Cancelled):
+        mailbox.take(1, "a", lambda: False)
+    assert mailbox.take(2, "a", lambda: False) == ["current"]
+
+
+@pytest.fixture(scope="module")
+def scheduler_address():
+    with loopback_cluster(workers=2) as address:
+        yield address
+        cluster_module.disconnect(address)
+
+
+def compiled(argv, kind=None):
+    ff = FFModel(FFConfig(argv=argv, batch_size=BATCH))
+    inputs = mlp(ff)
+    ff.compile(optimizer=SGDOptimizer(ff, lr=0.05, momentum=0.9),
+               loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+               strategy=None if kind is None else strategy(kind, ff.graph, 2))
+    return ff, inputs
+
+
+def losses(ff, inputs, steps):
+    out = []
+    for xs, y in batches(inputs, steps):
+        inputs[0].set_tensor(ff, xs[0])
+        ff.label_tensor.set_tensor(ff, y)
+        out.append(ff.train_step())
+    return out
+
+
+def in_time(fn, seconds: float):
+    """`fn()`'s result or exception, failing the test if it takes longer than `seconds`."""
+    outcome = {}
+
+    def call():
+        try:
+            outcome["value"] = fn()
+        except Exception as error:  # handed to the test below
+            outcome["error"] = error
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s"
+    return outcome
+
+
+def test_a_device_that_fails_releases_the_devices_waiting_for_it(scheduler_address):
+    """Under a parameter-parallel strategy both devices exchange activations at every layer.
+    Device 1 loses its weights, so its program fails at its first kernel while device 0 waits for
+    its outputs: the client gets device 1's own error promptly, and after the weights are put
+    back the same model trains on (device 0's worker is not stuck), with the in-process run's
+    losses."""
+    reference, reference_inputs = compiled([])
+    expected = losses(reference, reference_inputs, 2)
+    ff, inputs = compiled(["--scheduler", scheduler_address, "-ll:gpu", "2"], "parameter")
+    weights = {(i, k): ff.get_layer_by_id(i).get_parameter_by_id(k).get_weights(ff)
+               for i in range(len(ff.graph.layers))
+               for k in range(ff.get_layer_by_id(i).get_number_parameters())}
+    ff._executor._call(1, lambda store: store.weights.clear())
+    xs, y = batches(inputs, 1)[0]
+    inputs[0].set_tensor(ff, xs[0])
+    ff.label_tensor.set_tensor(ff, y)
+    outcome = in_time(ff.train_step, 60)
+    assert isinstance(outcome.get("error"), KeyError), outcome
+    ff._executor.set_weights(weights)
+    outcome = in_time(lambda: losses(ff, inputs, 2), 60)
+    np.testing.assert_allclose(outcome["value"], expected, rtol=1e-5)
