@@ -9,21 +9,22 @@
   GPU name, array module, NumPy/CuPy, Python and flexflow-dask versions, BLAS threads, whether
   the allocator keeps freed memory, as our workers' does: scheduler/allocator.py); workers
   with one fingerprint share measurements.
-* Cores: the reference kernel on one device and on all at once gives how many devices really
-  compute at the same time (worker processes standing in for devices share the host's cores),
-  measured again at every calibration, as the load of a shared host changes. The scheduler's
-  overheads are rescaled at every calibration by a short chain of probe tasks timed then and
-  when they were measured (the pace of the scheduler on a shared host).
-* Scheduler and links: probe task graphs run through the real executor, round-robin so that load
-  swings hit them alike: chains of dependent fused tasks across two devices (per-level cost),
-  rings that keep every device busy at every level, rings where each task fetches from every
+* Cores: the reference kernel on one device and on all at once (started at one wall-clock
+  time) gives how many devices really compute at the same time (worker processes standing in
+  for devices share the host's cores), measured again at every calibration, as the load of a
+  shared host changes. The executor's
+  overheads are rescaled at every calibration by a short chain of probe groups timed then and
+  when they were measured (the pace of the workers' event loops on a shared host).
+* Executor and links: probe task graphs run through the real executor, round-robin so that load
+  swings hit them alike: chains of dependent fused groups across two devices (per-level cost),
+  rings that keep every device busy at every level, rings where each group receives from every
   other device, gathers to one device and spreads back (a data-parallel update's shape); the
-  scheduler's overheads (per fused task, per hop, per fetched input, per iteration, fetch
-  latency, the scheduler's own time per task: what makes a ring's level dearer than a chain's)
-  are those with which the simulator itself reproduces these times best. A fused task of many
-  no-op actions gives the per-action overhead, transfers of 4 and 32 MB the bandwidth (shared by
-  the transfers out of, or into, one worker), raw Dask task chains on one and on two workers the
-  starting fetch latency, and submitting arrays the client's bandwidth to a worker.
+  executor's overheads (per fused group, per hop, per received input, per iteration, the link
+  latency, the scheduler's time per device's program) are those with which the simulator itself
+  reproduces these times best. A fused group of many no-op actions gives the per-action
+  overhead, transfers of 4 and 32 MB the bandwidth (shared by the transfers out of, or into, one
+  worker), raw Dask task chains on one and on two workers the starting link latency, and
+  submitting arrays the client's bandwidth to a worker.
 
 Everything is cached on disk (`$FLEXFLOW_DASK_CACHE`, default `~/.cache/flexflow-dask`): one
 file per device kind (kernel times) and one per cluster shape (overheads, links, cores), keyed by
@@ -46,6 +47,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..ops.base import Part
+from ..ops.box import Box
+from ..ops.elementwise import ElementUnary
+from ..ops.graph import Graph
+from ..ops.spec import TensorSpec
 from . import actions as A
 from . import allocator
 from .cluster import array_module, watched_wait, workers_now
@@ -70,7 +75,8 @@ FIT_STEPS, FIT_DELTA, FIT_DAMPING = 80, 0.25, 1e-2  # Levenberg-Marquardt steps,
 # difference step (ms), starting damping
 PROBE_RUNS = 15  # rounds of the scheduler and link probes (a shared host is noisy)
 PACE_CHAIN, PACE_RUNS = 4, 9  # the chain (one of CHAIN) and its runs timed at every calibration
-WIDE = 200  # no-op actions in the probe of per-action overhead
+WIDE = 200  # actions in the probe of per-action overhead
+TOGETHER_LEAD_S = 0.3  # how far ahead devices timing the reference kernel together are started
 LOCAL_BANDWIDTH = 1e12   # bytes per ms: in-process "transfers" pass references
 
 
@@ -235,6 +241,15 @@ def reference_ms(cpu_only: bool = False) -> float:
     return _median_ms(mix, sync)[0]
 
 
+def reference_ms_at(start: float, cpu_only: bool = False) -> float:
+    """`reference_ms`, begun at the wall-clock time `start` (waiting a second at most): devices
+    timing it together must really run it at once, and their Dask tasks start milliseconds apart
+    (those started first would otherwise run alone for a while, and the host's cores look more
+    than they are)."""
+    time.sleep(min(1.0, max(0.0, start - time.time())))
+    return reference_ms(cpu_only)
+
+
 def device_speed(cpu_only: bool = False) -> tuple[float, float]:
     """(FLOP per ms of a float32 matmul, bytes per ms of a large copy) for analytic costs."""
     import numpy
@@ -292,9 +307,8 @@ class LocalRunner:
     def run(self, device: int, fn, *args):
         return fn(*args)
 
-    def executor(self, taskgraph: TaskGraph):
-        from .actions import Context
-        return LocalExecutor(taskgraph, Context(None), self.num_devices,
+    def executor(self, taskgraph: TaskGraph, graph: Graph | None = None):
+        return LocalExecutor(taskgraph, A.Context(graph), self.num_devices,
                              array_module(self.cpu_only))
 
     def hosts(self) -> list[str]:
@@ -334,10 +348,10 @@ class DaskRunner:
         watched_wait(self.client, [future], worker, "calibration")
         return future.result()
 
-    def executor(self, taskgraph: TaskGraph):
-        from .actions import Context
+    def executor(self, taskgraph: TaskGraph, graph: Graph | None = None):
         from .distributed import DaskExecutor
-        return DaskExecutor(taskgraph, Context(None), self.client, self.workers, self.cpu_only)
+        return DaskExecutor(taskgraph, A.Context(graph), self.client, self.workers,
+                            self.cpu_only)
 
     def hosts(self) -> list[str]:
         return [w.rsplit("://", 1)[-1].rsplit(":", 1)[0] for w in self.workers]
@@ -405,6 +419,22 @@ def _probe_graph(devices: Sequence[int], length: int, actions: int = 1, nbytes: 
             keys.append(key)
         previous = tuple(keys)
     return TaskGraph(tasks)
+
+
+def _action_graph(length: int) -> tuple[Graph, TaskGraph]:
+    """One fused group on device 0: a constant of one element, then the forward of a chain of
+    `length` ReLUs of it. Their kernels take next to nothing; what a real action costs beyond
+    its kernel (reading its inputs from the store, describing its partition, storing its
+    outputs) remains."""
+    graph = Graph()
+    tensor = graph.add_constant(TensorSpec((1,)), 1.0).id
+    box = Box.full((1,))
+    tasks = [Task("constant-forward", 0, "forward", A.Fill(tensor, box, 1.0))]
+    for i in range(length):
+        tensor = graph.add_layer(ElementUnary("relu"), [tensor]).outputs[0]
+        tasks.append(Task(f"relu{i}-forward", 0, "forward", A.Forward(i, 0, (box,), (box,), ()),
+                          (tasks[-1].key,)))
+    return graph, TaskGraph(tasks)
 
 
 def _interleaved_ms(probes: dict, rounds: int) -> dict:
@@ -482,7 +512,8 @@ def effective_cores(runner, alone: float | None = None) -> float:
         return 1.0
     if alone is None:
         alone = statistics.median(runner.run(0, reference_ms, runner.cpu_only) for _ in range(3))
-    together = statistics.median(runner.run_all(reference_ms, runner.cpu_only))
+    together = statistics.median(runner.run_all(reference_ms_at, time.time() + TOGETHER_LEAD_S,
+                                                runner.cpu_only))
     cores = min(float(n), max(1.0, n * alone / together))
     return min(cores, float(runner.run(0, os.cpu_count) or n))
 
@@ -542,10 +573,7 @@ def fit_overheads(graphs: dict, measured: dict, devices: int, cores: int | None,
         if jacobian is None:
             jacobian = numpy.column_stack([(predict(p + FIT_DELTA * e) - f) / FIT_DELTA
                                            for e in numpy.eye(len(p))]) / measured_ms[:, None]
-        normal = jacobian.T @ jacobian
-        step = numpy.linalg.lstsq(  # lstsq: a parameter the probes cannot tell apart moves 0
-            normal + damping * numpy.diag(numpy.diag(normal) + 1e-9),
-            jacobian.T @ ((measured_ms - f) / measured_ms), rcond=None)[0]
+        step = _bounded_step(jacobian, (measured_ms - f) / measured_ms, damping, p)
         candidate = numpy.maximum(p + step, 0.0)
         f_candidate = predict(candidate)
         if misfit(f_candidate) < cost:
@@ -557,6 +585,24 @@ def fit_overheads(graphs: dict, measured: dict, devices: int, cores: int | None,
         else:
             damping *= 4
     return [float(v) for v in p]
+
+
+def _bounded_step(jacobian, residual, damping: float, p):
+    """A damped Gauss-Newton step that leaves alone the parameters at 0 it would push below 0
+    (clipping them afterwards would spoil the step of the parameters they trade off with)."""
+    import numpy
+    free = numpy.ones(len(p), bool)
+    while True:
+        j = jacobian[:, free]
+        normal = j.T @ j
+        step = numpy.zeros(len(p))
+        step[free] = numpy.linalg.lstsq(  # lstsq: a parameter the probes cannot tell apart
+            normal + damping * numpy.diag(numpy.diag(normal) + 1e-9),  # moves 0
+            j.T @ residual, rcond=None)[0]
+        blocked = free & (p <= 0) & (step < 0)
+        if not blocked.any():
+            return step
+        free &= ~blocked
 
 
 def measure_cluster(runner, stream) -> dict:
@@ -571,11 +617,13 @@ def measure_cluster(runner, stream) -> dict:
         shapes.update({("star", k): _star_graph(n, k) for k in STAR})
         if n > 2:
             shapes.update({("all", k): _ring_graph(n, k, n - 1) for k in CHAIN})
-    graphs = dict(shapes, wide=_probe_graph((0,), 1, WIDE + 1))
+    wide_graph, wide = _action_graph(WIDE)
+    graphs = dict(shapes, wide=wide)
     if remote:
         graphs["link"] = _probe_graph(pair, 2, nbytes=PROBE_BYTES)
         graphs["link large"] = _probe_graph(pair, 2, nbytes=LINK_BYTES)
-    executors = {name: runner.executor(graph) for name, graph in graphs.items()}
+    executors = {name: runner.executor(graph, wide_graph if name == "wide" else None)
+                 for name, graph in graphs.items()}
     probes = {name: partial(executor.run, *dict.fromkeys(t.phase for t in graphs[name].tasks))
               for name, executor in executors.items()}
     if remote:
@@ -603,8 +651,8 @@ def measure_cluster(runner, stream) -> dict:
         same = _fit(RAW_CHAIN, [ms[("same", k)] for k in RAW_CHAIN])[0]
         cross = _fit(RAW_CHAIN, [ms[("cross", k)] for k in RAW_CHAIN])[0]
         fetch = max(0.0, min(cross - same, hop))
-        # a level of a ring has a task on every device, a level of a chain one: what more it
-        # takes is, to start with, the scheduler's time for the other tasks
+        # to start with, what makes a ring's level (a group on every device) dearer than a
+        # chain's (one group) is put down to the scheduler; the fit settles it
         ring = _fit(CHAIN, [ms[("ring", k)] for k in CHAIN])[0]
         scheduler = min(max(0.0, (ring - per_level) / (n - 1)), hop - fetch)
         task, hop, receive, iteration, fetch, scheduler = fit_overheads(

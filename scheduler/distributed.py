@@ -22,19 +22,18 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .actions import Context, Load, receive
 from .allocator import keep_freed_memory
 from .cluster import alive, array_module, check_alive, watched_wait
 from .executor import Executor, Group, run_tasks, start_iteration
-from .push import HANDLER, Mailbox, post, settle, task_wanted
+from .push import HANDLER, Mailbox, Parcel, post, settle, task_wanted
 from .store import DeviceStore
 from .taskgraph import TaskGraph
 
 INLINE_BYTES = 1 << 20  # batches smaller than this travel inside the task that loads them
-_MODELS: dict[tuple[str, int], tuple[Context, DeviceStore, Mailbox]] = {}  # lives on each worker
 
 
 @dataclass(frozen=True)
@@ -58,12 +57,32 @@ def programs(groups: list[Group]) -> dict[int, tuple[Step, ...]]:
     return {device: tuple(device_steps) for device, device_steps in steps.items()}
 
 
+@dataclass
+class _Device:
+    """What a worker keeps for one device of a model."""
+
+    ctx: Context
+    store: DeviceStore
+    mailbox: Mailbox
+    programs: dict[tuple[str, ...], tuple[Step, ...]] = field(default_factory=dict)  # by phases
+
+
+_MODELS: dict[tuple[str, int], _Device] = {}  # lives on each worker
+
+
 def _install(model_id: str, device: int, ctx: Context, cpu_only: bool, dask_worker=None) -> str:
     keep_freed_memory()  # each iteration reuses the memory the last one freed
     xp = array_module(cpu_only)
-    _MODELS[(model_id, device)] = (ctx, DeviceStore(device, xp), Mailbox())
+    _MODELS[(model_id, device)] = _Device(ctx, DeviceStore(device, xp), Mailbox())
     dask_worker.handlers[HANDLER] = _deliver
     return xp.__name__
+
+
+def _install_program(model_id: str, device: int, phases: tuple[str, ...],
+                     steps: tuple[Step, ...]) -> None:
+    """Keep the device's program for `phases` on its worker: sent once, not every iteration
+    (a program of a few hundred tasks takes milliseconds to pickle)."""
+    _MODELS[(model_id, device)].programs[phases] = steps
 
 
 def _uninstall(model_id: str) -> None:
@@ -71,21 +90,23 @@ def _uninstall(model_id: str) -> None:
         del _MODELS[key]
 
 
-def _deliver(model: str, device: int, iteration: int, source: str, items) -> None:
+def _deliver(model: str, device: int, iteration: int, source: str, items: Parcel) -> None:
     """The worker handler for what `source` sent `device` (runs on the worker's event loop)."""
     installed = _MODELS.get((model, device))
     if installed is not None:  # (a model closed meanwhile has nothing to receive)
-        installed[2].put(iteration, source, items)
+        installed.mailbox.put(iteration, source, items.items)
 
 
-def _run_program(model_id: str, device: int, iteration: int, steps: tuple[Step, ...],
+def _run_program(model_id: str, device: int, iteration: int, phases: tuple[str, ...],
                  state: tuple, feeds: dict, peers: list[str]) -> list:
-    """Run this device's groups of `iteration` on this worker's store, taking what other devices
-    send from the mailbox and posting what they need to `peers` (worker addresses by device);
-    returns the metric records, each with its group's position."""
+    """Run this device's program for `phases` (its groups of `iteration`) on this worker's
+    store, taking what other devices send from the mailbox and posting what they need to
+    `peers` (worker addresses by device); returns the metric records, each with its group's
+    position."""
     from distributed import get_worker
 
-    ctx, store, mailbox = _MODELS[(model_id, device)]
+    installed = _MODELS[(model_id, device)]
+    ctx, store, mailbox = installed.ctx, installed.store, installed.mailbox
     clear_iteration, zero_gradients, ctx.training, ctx.step, ctx.updates, ctx.optimizer = state
     ctx.feeds = feeds
     start_iteration(store, clear_iteration, zero_gradients)
@@ -93,7 +114,7 @@ def _run_program(model_id: str, device: int, iteration: int, steps: tuple[Step, 
     worker = get_worker()
     wanted = task_wanted(worker)
     sent, records = [], []
-    for step in steps:
+    for step in installed.programs[phases]:
         for source in step.group.receive_from:
             receive(store, mailbox.take(iteration, source, wanted))
         out = run_tasks(ctx, store, step.group)
@@ -101,14 +122,14 @@ def _run_program(model_id: str, device: int, iteration: int, steps: tuple[Step, 
         if metrics:
             records.append((step.position, metrics))
         for dst in step.deliver_to:
-            sent.append(post(worker, peers[dst], model=model_id, device=dst, iteration=iteration,
-                             source=step.group.name, items=out.get(dst, [])))
+            sent.append(post(worker, peers[dst], out.get(dst, []), model=model_id, device=dst,
+                             iteration=iteration, source=step.group.name))
     settle(sent, wanted)
     return records
 
 
 def _on_store(model_id: str, device: int, fn, args: tuple):
-    return fn(_MODELS[(model_id, device)][1], *args)
+    return fn(_MODELS[(model_id, device)].store, *args)
 
 
 class DaskExecutor(Executor):
@@ -133,6 +154,9 @@ class DaskExecutor(Executor):
         groups = self.groups(phases)
         if phases not in self._programs:
             self._programs[phases] = programs(groups)
+            for device, steps in self._programs[phases].items():
+                self._on_worker(device, "sending the program", _install_program, self.model_id,
+                                device, phases, steps)
         iteration = next(self._iterations)
         state = ("forward" in phases, zero_gradients, self.ctx.training, self.ctx.step,
                  self.ctx.updates, self.ctx.optimizer)
@@ -146,7 +170,7 @@ class DaskExecutor(Executor):
             loads = {task.action.tensor for step in steps for task in step.group.tasks
                      if isinstance(task.action, Load)}
             futures.append(self.client.submit(
-                _run_program, self.model_id, device, iteration, steps, state,
+                _run_program, self.model_id, device, iteration, phases, state,
                 {t: feeds[t] for t in loads}, self.workers,
                 key=f"{steps[0].group.name}-{self.model_id}-{iteration}",
                 workers=[self.workers[device]], allow_other_workers=False, pure=False))

@@ -3,9 +3,9 @@
 A `MachineModel` has devices (each of a `DeviceKind`: memory, peak FLOP rate, memory bandwidth,
 per-kernel overhead), a route between every ordered pair of devices and from the client to each
 device (a chain of `Hop`s, each occupying named link resources), and the overheads of the Dask
-scheduler the executor runs on: per fused task, per task action, per dependent hop, per
-iteration. Kernel times come from a measured table (calibration) where it has the kernel, and
-otherwise from FLOPs and bytes against the device kind's peak.
+executor: per fused group, per task action, per dependent hop, per iteration, per program the
+Dask scheduler dispatches. Kernel times come from a measured table (calibration) where it has
+the kernel, and otherwise from FLOPs and bytes against the device kind's peak.
 
 Units everywhere in the simulator: milliseconds and bytes (bandwidths in bytes per ms), as in
 FlexFlow's simulator.
@@ -67,14 +67,14 @@ Route = tuple[Hop, ...]
 
 @dataclass(frozen=True)
 class Overheads:
-    """The Dask scheduler's costs, as the executor meets them (all ms)."""
+    """The executor's costs beyond kernels and transfers (all ms)."""
 
-    task: float = 0.0       # per fused task, on its device (deserialising, running the group)
-    action: float = 0.0     # per action inside a fused task
-    hop: float = 0.0        # from the last dependency's end (or submission) to the task's dispatch
-    iteration: float = 0.0  # per iteration: submitting the graph, waiting, taking metrics
-    receive: float = 0.0    # per input fetched from another device, on the receiving device
-    scheduler: float = 0.0  # per Dask task, on the one scheduler every dispatch goes through
+    task: float = 0.0       # per fused group, on its device (taking its inputs in, running it)
+    action: float = 0.0     # per action inside a fused group
+    hop: float = 0.0        # from the last dependency's end (or submission) to a group's dispatch
+    iteration: float = 0.0  # per iteration: submitting the programs, waiting, taking metrics
+    receive: float = 0.0    # per input received from another device, on the receiving device
+    scheduler: float = 0.0  # per device's program, on the one scheduler that dispatches them
 
 
 @dataclass

@@ -1,19 +1,20 @@
 """Predicts the iteration time of a strategy by simulating the task graph the executor runs.
 
-The executor (`executor.fuse`, `distributed.DaskExecutor`) runs one Dask task per (device, epoch)
-group of the TaskGraph. So the simulator schedules exactly those groups:
+The executor (`executor.fuse`, `distributed.DaskExecutor`) runs the TaskGraph's (device, epoch)
+groups: each device's in order, in one Dask task per device (its program), a group's output for
+another device pushed to that device's worker. So the simulator schedules exactly those groups:
 
-* a group costs the per-task overhead on its device (receiving and running a Dask task) plus,
-  for each of its tasks, the per-action overhead and the task's kernel time (measured or
+* a group costs the per-task overhead on its device (taking in what it receives and running it)
+  plus, for each of its tasks, the per-action overhead and the task's kernel time (measured or
   analytic, `costs.TaskCoster`);
-* it is dispatched one scheduler hop after its last dependency ends (roots: after submission),
-  and once the scheduler, one FIFO resource for the whole cluster, has spent its per-task time
-  on it (Dask's scheduler handles one task at a time);
-* it then fetches the whole output of every group on another device it receives from (the first
-  time its device needs that output, as Dask does) over the route between the devices, and the
-  input batches it loads over the client's route;
+* each device's program is dispatched by the scheduler, one FIFO resource for the whole
+  cluster, after submission (one hop) and its per-task time (Dask's scheduler hands out one
+  task at a time); no group starts before its device's program;
+* a group is ready one hop after its last dependency ends; it then receives the whole output of
+  every group on another device it receives from (the first time its device needs that output)
+  over the route between the devices, and the input batches it loads over the client's route;
 * it runs when its inputs are in and its device is free, for its cost plus the per-input
-  overhead of each output it fetched; where devices share a node's cores (`cores_per_node`,
+  overhead of each output it received; where devices share a node's cores (`cores_per_node`,
   which may be fractional: what a shared host really gives), the groups running on a node share
   them fairly, each slowed to min(1, cores / running groups) of its speed, and the scheduler
   (with the client, on the first node) takes its share too: its per-task time, a hop and a
@@ -54,12 +55,13 @@ from .strategy import Strategy, StrategyError
 from .taskgraph import Objective, Task, TaskGraph, TaskGraphBuilder, build_task_graph
 
 MB = 1 << 20
+DISPATCH = 3  # the event stage of a device's program reaching it (0-2: a group's stages)
 PENALTY_MS_PER_BYTE = 1.0 / 1e6  # FlexFlow: 1 ms per MB over capacity
 
 
 @dataclass(slots=True)
 class GroupPlan:
-    """One fused Dask task as the simulator sees it."""
+    """One fused group as the simulator sees it."""
 
     name: str
     device: int
@@ -149,24 +151,36 @@ def schedule(plans: list[GroupPlan], machine: MachineModel,
     starts, ends = [0.0] * n, [0.0] * n
     free: dict[str, float] = {}
     device_free = [0.0] * machine.num_devices
+    dispatched: list[float | None] = [None] * machine.num_devices  # when each program started
     cores = _SharedCores(machine, plans, receive) if machine.cores_per_node else None
     routes, pop, push = machine.routes, heapq.heappop, heapq.heappush
-    events = [(hop, i, 0, 0) for i in range(n) if waiting[i] == 0]
+    first: dict[int, int] = {}  # device -> its first group, which its program's dispatch books
+    held: dict[int, list[int]] = {}  # device -> groups ready before its program started
+    for i, plan in enumerate(plans):
+        first.setdefault(plan.device, i)
+        held.setdefault(plan.device, [])
+        if waiting[i] == 0:
+            held[plan.device].append(i)
+    events = [(hop, i, DISPATCH, 0) for i in first.values()]
     heapq.heapify(events)
     while events:
         t, i, stage, version = pop(events)
         plan = plans[i]
         device = plan.device
-        if stage == 0:  # the scheduler dispatches it; it fetches what it receives, then may run
-            if scheduler and scheduler_free > t:
+        if stage == DISPATCH:  # the scheduler hands the device its program
+            if scheduler_free > t:
                 if cores is not None:  # see who runs when the scheduler gets to it
-                    push(events, (scheduler_free, i, 0, 0))
+                    push(events, (scheduler_free, i, DISPATCH, 0))
                     continue
                 t = scheduler_free
-            # the scheduler, and the event loops moving the bytes, share the cores
             stretch = 1.0 if cores is None else cores.slowdown()
-            if scheduler:
-                t = scheduler_free = t + scheduler * stretch
+            t = dispatched[device] = scheduler_free = t + scheduler * stretch
+            for k in held.pop(device):
+                push(events, (max(t, latest[k] + hop), k, 0, 0))
+            continue
+        if stage == 0:  # it takes in what it receives, then may run
+            # the event loops moving the bytes share the cores with the kernels
+            stretch = 1.0 if cores is None else cores.slowdown()
             ready = t
             for j in plan.receive_from:
                 source = plans[j]
@@ -204,9 +218,14 @@ def schedule(plans: list[GroupPlan], machine: MachineModel,
             if end > latest[k]:
                 latest[k] = end
             waiting[k] -= 1
-            if waiting[k] == 0:
-                push(events, (latest[k] + (hop if cores is None else hop * cores.slowdown()),
-                              k, 0, 0))
+            if waiting[k]:
+                continue
+            program = dispatched[plans[k].device]
+            if program is None:
+                held[plans[k].device].append(k)
+            else:
+                ready = latest[k] + (hop if cores is None else hop * cores.slowdown())
+                push(events, (ready if ready > program else program, k, 0, 0))
     return starts, ends
 
 
@@ -603,7 +622,7 @@ def _plans(groups: dict[tuple[int, int], list], feed_bytes) -> list[GroupPlan]:
 # ---- export -------------------------------------------------------------------------------------
 def write_dot(path: str, simulation: Simulation) -> None:
     """The simulated task graph as Graphviz DOT: one record per task, `key | kind | {start |
-    end}` in ms (FlexFlow's layout), tasks of one fused Dask task in a cluster, edges = deps."""
+    end}` in ms (FlexFlow's layout), tasks of one fused group in a cluster, edges = deps."""
     lines = ["digraph taskgraph {", "  node [shape=record];"]
     names: dict[str, str] = {}
     for g, (plan, start) in enumerate(zip(simulation.plans, simulation.starts)):

@@ -6,10 +6,16 @@ import time
 
 import numpy as np
 import pytest
+from distributed.protocol import deserialize, serialize, to_serialize
 
 from flexflow.core import FFConfig, FFModel, LossType, SGDOptimizer
+from flexflow.ops.box import Box
 from flexflow.scheduler import cluster as cluster_module
-from flexflow.scheduler.push import POLL_S, Cancelled, Mailbox
+from flexflow.scheduler.actions import Receive
+from flexflow.scheduler.distributed import programs
+from flexflow.scheduler.executor import fuse
+from flexflow.scheduler.push import POLL_S, Cancelled, Mailbox, Parcel
+from flexflow.scheduler.taskgraph import Task
 
 from .cluster import loopback_cluster
 from .models import BATCH, batches, mlp, strategy
@@ -41,6 +47,30 @@ def test_a_mailbox_drops_what_earlier_iterations_left():
     with pytest.raises(Cancelled):
         mailbox.take(1, "a", lambda: False)
     assert mailbox.take(2, "a", lambda: False) == ["current"]
+
+
+def test_a_parcel_crosses_dask_s_wire_format_whole():
+    items = [("grad", 3, Box(((0, 4), (2, 6))), np.arange(16, dtype=np.float32).reshape(4, 4)),
+             ("wgrad", (1, 0, Box(((0, 8),))), np.ones(8, np.float32))]
+    header, frames = serialize(to_serialize(Parcel(items)))
+    assert len(frames) == 3  # one pickle, then each array's own buffer
+    arrived = deserialize(header, frames).items
+    assert [item[:-1] for item in arrived] == [item[:-1] for item in items]
+    for got, sent in zip(arrived, items):
+        np.testing.assert_array_equal(got[-1], sent[-1])
+
+
+def test_each_device_s_program_lists_where_its_groups_send():
+    tasks = [Task("a-forward-0", 0, "forward", Receive()),
+             Task("b-forward-0", 1, "forward", Receive()),
+             Task("c-forward-0", 0, "forward", Receive(), ("a-forward-0", "b-forward-0")),
+             Task("d-forward-0", 1, "forward", Receive(), ("c-forward-0",))]
+    steps = programs(fuse(tasks))
+    assert [(s.group.name, s.deliver_to) for s in steps[0]] == [("a-forward-d0e0", ()),
+                                                                ("c-forward-d0e1", (1,))]
+    assert [(s.group.name, s.deliver_to) for s in steps[1]] == [("b-forward-d1e0", (0,)),
+                                                                ("d-forward-d1e2", ())]
+    assert [s.position for s in steps[0] + steps[1]] == [0, 2, 1, 3]
 
 
 @pytest.fixture(scope="module")

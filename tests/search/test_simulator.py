@@ -153,6 +153,22 @@ def test_the_scheduler_dispatches_one_task_at_a_time():
     assert sim.ends == pytest.approx([4.5, 5.5])
 
 
+def test_the_scheduler_hands_each_device_its_program_once():
+    """Only a device's program passes through the scheduler; the groups of the programs then
+    wait for each other's outputs, pushed from worker to worker."""
+    tasks = [Task("a", 0, "forward", send(0, 1, 1)),
+             Task("b", 1, "forward", send(0, 1, 0), ("a",)),
+             Task("c", 0, "forward", A.Receive(), ("b",))]
+    busy = machine(2)
+    busy.overheads = replace(OVERHEADS, scheduler=1.0)
+    sim = Simulator(graph_with((1,)), None, busy).simulate_taskgraph(TaskGraph(tasks))
+    # the programs reach d0 at 3 and d1 at 4; a runs 3 -> 4.5; b one hop (2 ms) and the fetch
+    # of 4 bytes (0.104 ms) later, 6.604 -> 8.104, and c as much after b: no scheduler time for
+    # b or c
+    assert sim.starts == pytest.approx([3.0, 6.604, 10.208])
+    assert sim.ends == pytest.approx([4.5, 8.104, 11.708])
+
+
 def test_the_scheduler_shares_the_cores_with_the_groups_running_there():
     # one core for two devices; the scheduler spends 1 ms per dispatch when the core is free
     shared = machine(2, cores=1)
