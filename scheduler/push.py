@@ -1,11 +1,11 @@
-"""Worker-to-worker delivery of what one device's fused task sends another, without the scheduler.
+"""Worker-to-worker delivery of what one device's fused group sends another, without the scheduler.
 
 Why: on the Dask distributed scheduler a task that needs the output of a task on another worker
 waits for three messages in turn (the producer's "finished" to the scheduler, the scheduler's
 order to the consumer, the consumer's fetch from the producer): about 8 ms on a loaded 2-core
 host (`bench/hop_latency.py`), as much as a large layer's kernel. A strategy that splits layers
 pays that at every layer. So each device runs its share of an iteration as one Dask task, and a
-fused task's output for another device is written straight to that device's worker: one message.
+fused group's output for another device is written straight to that device's worker: one message.
 The consumer's task takes it from a `Mailbox` there.
 
 A program that waits must not outlive its Dask task: the client cancels an iteration's tasks
