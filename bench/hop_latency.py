@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +34,7 @@ from local_cluster import local_cluster  # noqa: E402
 from distributed import Client  # noqa: E402
 
 from flexflow.scheduler.actions import Context  # noqa: E402
-from flexflow.scheduler.calibrate import Probe  # noqa: E402
+from flexflow.scheduler.calibrate import Probe, interleaved_ms  # noqa: E402
 from flexflow.scheduler.distributed import DaskExecutor  # noqa: E402
 from flexflow.scheduler.taskgraph import Task, TaskGraph  # noqa: E402
 
@@ -112,21 +112,14 @@ def executor_hop_ms(client: Client, workers: list[str], length: int, nbytes: int
                     runs: int) -> float:
     """Per hop of a chain of fused groups across the two devices: (median time of `length`
     groups - of one) / (length - 1), the two chains run alternately."""
-    executors = [DaskExecutor(executor_chain(n, nbytes), Context(None), client, workers)
-                 for n in (1, length)]
-    times: list[list[float]] = [[], []]
+    executors = {n: DaskExecutor(executor_chain(n, nbytes), Context(None), client, workers)
+                 for n in (1, length)}
     try:
-        for executor in executors:
-            executor.run("forward")  # warm-up
-        for _ in range(runs):
-            for executor, samples in zip(executors, times):
-                start = time.perf_counter()
-                executor.run("forward")
-                samples.append((time.perf_counter() - start) * 1e3)
+        ms = interleaved_ms({n: partial(e.run, "forward") for n, e in executors.items()}, runs)
     finally:
-        for executor in executors:
+        for executor in executors.values():
             executor.close()
-    return (statistics.median(times[1]) - statistics.median(times[0])) / (length - 1)
+    return (ms[length] - ms[1]) / (length - 1)
 
 
 def main():

@@ -21,10 +21,10 @@
   other device, gathers to one device and spreads back (a data-parallel update's shape); the
   executor's overheads (per fused group, per hop, per received input, per iteration, the link
   latency, the scheduler's time per device's program) are those with which the simulator itself
-  reproduces these times best. A fused group of many no-op actions gives the per-action
-  overhead, transfers of 4 and 32 MB the bandwidth (shared by the transfers out of, or into, one
-  worker), raw Dask task chains on one and on two workers the starting link latency, and
-  submitting arrays the client's bandwidth to a worker.
+  reproduces these times best. A fused group of many real actions with kernels of one element
+  (ReLU forwards) gives the per-action overhead, transfers of 4 and 32 MB the bandwidth (shared
+  by the transfers out of, or into, one worker), raw Dask task chains on one and on two workers
+  the starting link latency, and submitting arrays the client's bandwidth to a worker.
 
 Everything is cached on disk (`$FLEXFLOW_DASK_CACHE`, default `~/.cache/flexflow-dask`): one
 file per device kind (kernel times) and one per cluster shape (overheads, links, cores), keyed by
@@ -437,7 +437,7 @@ def _action_graph(length: int) -> tuple[Graph, TaskGraph]:
     return graph, TaskGraph(tasks)
 
 
-def _interleaved_ms(probes: dict, rounds: int) -> dict:
+def interleaved_ms(probes: dict, rounds: int) -> dict:
     """Median ms of each probe (a callable), run round-robin `rounds` times after a warm-up
     each, so that a slow spell of a shared machine falls on all of them alike."""
     for probe in probes.values():
@@ -498,7 +498,7 @@ def scheduler_pace_ms(runner) -> float:
     executor = runner.executor(graph)
     try:
         run = partial(executor.run, *dict.fromkeys(t.phase for t in graph.tasks))
-        return _interleaved_ms({"chain": run}, PACE_RUNS)["chain"]
+        return interleaved_ms({"chain": run}, PACE_RUNS)["chain"]
     finally:
         executor.close()
 
@@ -633,7 +633,7 @@ def measure_cluster(runner, stream) -> dict:
         probes["submit"] = partial(runner.submit_ms, 0, 1)
         probes["submit large"] = partial(runner.submit_ms, 0, PROBE_BYTES)
     try:
-        ms = _interleaved_ms(probes, PROBE_RUNS)
+        ms = interleaved_ms(probes, PROBE_RUNS)
     finally:
         for executor in executors.values():
             executor.close()
