@@ -9,12 +9,15 @@
   GPU name, array module, NumPy/CuPy, Python and flexflow-dask versions, BLAS threads, whether
   the allocator keeps freed memory, as our workers' does: scheduler/allocator.py); workers
   with one fingerprint share measurements.
-* Cores: the reference kernel on one device and on all at once (started at one wall-clock
-  time) gives how many devices really compute at the same time (worker processes standing in
-  for devices share the host's cores), measured again at every calibration, as the load of a
-  shared host changes. The executor's
-  overheads are rescaled at every calibration by a short chain of probe groups timed then and
-  when they were measured (the pace of the workers' event loops on a shared host).
+* Cores: a run of reference kernels on one device, and on all at once (started at one
+  wall-clock time, timed from that start to the last device's end), gives how many devices
+  really compute at the same time (worker processes standing in for devices share the host's
+  cores). It is measured with the executor's overheads and kept with them: they are fitted
+  with it (a probe's time is its overheads shared among the cores), and one measurement on a
+  shared host is off by up to a third, so a later one would spoil what the fit settled. The
+  executor's overheads are rescaled at every calibration by a short chain of probe groups
+  timed then and when they were measured (the pace of the workers' event loops on a shared
+  host).
 * Executor and links: probe task graphs run through the real executor, round-robin so that load
   swings hit them alike: chains of dependent fused groups across two devices (per-level cost),
   rings that keep every device busy at every level, rings where each group receives from every
@@ -53,7 +56,7 @@ from ..ops.graph import Graph
 from ..ops.spec import TensorSpec
 from . import actions as A
 from . import allocator
-from .cluster import array_module, watched_wait, workers_now
+from .cluster import array_module, watched_gather, watched_wait, workers_now
 from .costs import KernelCall
 from .executor import LocalExecutor, fuse, run_group
 from .machine import GB, DeviceKind, Hop, MachineModel, Overheads
@@ -77,6 +80,7 @@ PROBE_RUNS = 15  # rounds of the scheduler and link probes (a shared host is noi
 PACE_CHAIN, PACE_RUNS = 4, 9  # the chain (one of CHAIN) and its runs timed at every calibration
 WIDE = 200  # actions in the probe of per-action overhead
 TOGETHER_LEAD_S = 0.3  # how far ahead devices timing the reference kernel together are started
+REFERENCE_RUNS, CORES_ROUNDS = 8, 5  # reference kernels per timed run, runs per effective cores
 LOCAL_BANDWIDTH = 1e12   # bytes per ms: in-process "transfers" pass references
 
 
@@ -224,30 +228,44 @@ def time_kernels(calls: Sequence[KernelCall], cpu_only: bool = False) -> list[tu
     return [(ms / reference, nbytes) for ms, nbytes in out]
 
 
-def reference_ms(cpu_only: bool = False) -> float:
-    """A fixed mix of a matmul and a large copy: kernel times are stored as multiples of it, so
-    a cached table follows the speed the device has now (a shared machine's load changes)."""
+def _reference_mix(xp) -> Callable[[], None]:
+    """The reference kernel: a fixed mix of a matmul and a large copy, arrays made here."""
     import numpy
-    xp = array_module(cpu_only)
-    sync = _synchronizer(xp)
     rng = numpy.random.default_rng(0)
     a, b = _array(xp, rng, (512, 512), "float32"), _array(xp, rng, (512, 512), "float32")
-    src = _array(xp, rng, (REFERENCE_BYTES // 4,), "float32")  # beyond the caches
+    src = xp.ones(REFERENCE_BYTES // 4, "float32")  # beyond the caches; quick to make
     dst = xp.empty_like(src)
 
     def mix():
         a @ b
         xp.copyto(dst, src)
-    return _median_ms(mix, sync)[0]
+    return mix
 
 
-def reference_ms_at(start: float, cpu_only: bool = False) -> float:
-    """`reference_ms`, begun at the wall-clock time `start` (waiting a second at most): devices
-    timing it together must really run it at once, and their Dask tasks start milliseconds apart
-    (those started first would otherwise run alone for a while, and the host's cores look more
-    than they are)."""
+def reference_ms(cpu_only: bool = False) -> float:
+    """The reference kernel's median time: kernel times are stored as multiples of it, so a
+    cached table follows the speed the device has now (a shared machine's load changes)."""
+    xp = array_module(cpu_only)
+    sync = _synchronizer(xp)
+    return _median_ms(_reference_mix(xp), sync)[0]
+
+
+def reference_span_at(start: float, cpu_only: bool = False) -> tuple[float, float]:
+    """(began, ended), wall-clock seconds: `REFERENCE_RUNS` reference kernels in a row, begun
+    at the wall-clock time `start` (after making the arrays and one warm-up run; waiting a
+    second at most). Devices timing it together must really run it at once: their Dask tasks
+    start milliseconds apart, and those started first would otherwise run alone for a while."""
+    xp = array_module(cpu_only)
+    sync = _synchronizer(xp)
+    mix = _reference_mix(xp)
+    mix()
+    sync()
     time.sleep(min(1.0, max(0.0, start - time.time())))
-    return reference_ms(cpu_only)
+    began = time.time()
+    for _ in range(REFERENCE_RUNS):
+        mix()
+    sync()
+    return began, time.time()
 
 
 def device_speed(cpu_only: bool = False) -> tuple[float, float]:
@@ -346,7 +364,7 @@ class DaskRunner:
         future = self.client.submit(fn, *args, workers=worker, allow_other_workers=False,
                                     pure=False)
         watched_wait(self.client, [future], worker, "calibration")
-        return future.result()
+        return watched_gather(self.client, [future], worker, "calibration")[0]
 
     def executor(self, taskgraph: TaskGraph, graph: Graph | None = None):
         from .distributed import DaskExecutor
@@ -361,7 +379,7 @@ class DaskRunner:
         futures = [self.client.submit(fn, *args, workers=[w], allow_other_workers=False,
                                       pure=False) for w in self.workers]
         watched_wait(self.client, futures, self.workers, "calibration")
-        return self.client.gather(futures)
+        return watched_gather(self.client, futures, self.workers, "calibration")
 
     def memory(self) -> list[int | None]:
         if self._memory is None:
@@ -503,17 +521,23 @@ def scheduler_pace_ms(runner) -> float:
         executor.close()
 
 
-def effective_cores(runner, alone: float | None = None) -> float:
-    """How many devices' worth of work the host really runs at once: the reference kernel on
-    one device (`alone`, if just timed), against on all of them together. In this process,
-    devices run one after the other: 1."""
+def effective_cores(runner) -> float:
+    """How many devices' worth of work the host really runs at once: the time of a fixed run
+    of reference kernels on one device, against the time all devices take to each do that run
+    together (from one start to the last end: a shared host's scheduler need not interleave
+    them evenly, so each device's own kernel times would not say it). Medians of
+    `CORES_ROUNDS`. In this process, devices run one after the other: 1."""
     n = runner.num_devices
     if isinstance(runner, LocalRunner):
         return 1.0
-    if alone is None:
-        alone = statistics.median(runner.run(0, reference_ms, runner.cpu_only) for _ in range(3))
-    together = statistics.median(runner.run_all(reference_ms_at, time.time() + TOGETHER_LEAD_S,
-                                                runner.cpu_only))
+
+    def span(spans: list[tuple[float, float]]) -> float:
+        return max(end for _, end in spans) - min(began for began, _ in spans)
+    alone = statistics.median(span([runner.run(0, reference_span_at, 0.0, runner.cpu_only)])
+                              for _ in range(CORES_ROUNDS))
+    together = statistics.median(
+        span(runner.run_all(reference_span_at, time.time() + TOGETHER_LEAD_S, runner.cpu_only))
+        for _ in range(CORES_ROUNDS))
     cores = min(float(n), max(1.0, n * alone / together))
     return min(cores, float(runner.run(0, os.cpu_count) or n))
 
@@ -718,10 +742,8 @@ def calibrate(runner, calls: Sequence[KernelCall], memory: int | None = None,
     path = cache_dir() / f"cluster-{_digest(shape)}.json"
     cluster = {} if refresh_cluster else _load(path)
     drift = 1.0  # how much slower the scheduler turns tasks around than when it was measured
-    if cluster:  # the host's load now: the scheduler's pace and how many cores devices get
+    if cluster:  # the host's load now
         drift = scheduler_pace_ms(runner) / cluster["scheduler_ms"]
-        cores = effective_cores(runner, now[keys[0]])
-        cluster = {**cluster, "cores": shared_cores(cores, runner.num_devices)}
     else:
         cluster = measure_cluster(runner, stream)
         _store(path, {**cluster, "shape": shape})

@@ -99,6 +99,18 @@ def watched_wait(client, futures: list, workers: list[str], during: str) -> None
                 check_alive(client, workers, during, futures)
 
 
+def watched_gather(client, futures: list, workers: list[str], during: str) -> list:
+    """The results of `futures` (finished, on `workers`). A result that a worker took with it
+    when it left would be waited for for ever (Dask computes it again, on a worker it may no
+    longer have), so gather in short slices and raise WorkerLost when one of `workers` has
+    gone."""
+    while True:
+        try:
+            return client.sync(client._gather, futures, callback_timeout=WATCH_S)
+        except TimeoutError:
+            check_alive(client, workers, during, futures)
+
+
 def disconnect(address: str) -> None:
     """Close our client of the cluster at `address` (before that cluster goes away)."""
     cluster = _STARTED.pop(("address", address), None)

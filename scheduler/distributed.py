@@ -10,11 +10,11 @@ scattered to the workers that load from them. A program's key is its first group
 model's id and the iteration: `<first layer>-<phase>-d<device>e<epoch>-<model>-<iteration>`.
 Each program returns its groups' metric records (loss sums, checked updates, timed kernels).
 
-A worker that leaves the cluster mid-run would leave the programs waiting for it, so the client
-waits in short slices and checks between them that its workers are still there; a lost worker
-raises `cluster.WorkerLost` (FFModel recovers from it, flexflow/recovery.py). When a program
-fails or a worker is lost, the client cancels the iteration's other programs, which then stop
-waiting (`push.Cancelled`).
+A worker that leaves the cluster mid-run would leave the programs (or the gathering of their
+results) waiting for it, so the client waits and gathers in short slices and checks between
+them that its workers are still there; a lost worker raises `cluster.WorkerLost` (FFModel
+recovers from it, flexflow/recovery.py). When a program fails or a worker is lost, the client
+cancels the iteration's other programs, which then stop waiting (`push.Cancelled`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 
 from .actions import Context, Load, receive
 from .allocator import keep_freed_memory
-from .cluster import alive, array_module, check_alive, watched_wait
+from .cluster import alive, array_module, check_alive, watched_gather, watched_wait
 from .executor import Executor, Group, run_tasks, start_iteration
 from .push import HANDLER, Mailbox, Parcel, post, settle, task_wanted
 from .store import DeviceStore
@@ -180,7 +180,7 @@ class DaskExecutor(Executor):
             self.client.cancel([future for future in futures if not future.done()])
             self._check_workers("an iteration")
             failed[0].result()  # raises the program's exception here
-        kept = self.client.gather(futures)
+        kept = watched_gather(self.client, futures, self.workers, f"iteration {iteration}")
         ordered = sorted((entry for entries in kept for entry in entries),
                          key=lambda entry: entry[0])  # the in-process executor's order
         return [record for _, records in ordered for record in records]

@@ -82,17 +82,19 @@ def task_wanted(worker) -> Callable[[], bool]:
 
 def post(worker, address: str, items: list, **message) -> concurrent.futures.Future:
     """Send `items` (in a `Parcel`) and `message` to the worker at `address` from a task's
-    thread; does not wait for it to arrive."""
+    thread; does not wait for it to be sent. The receiver does not reply: an acknowledgement
+    would be one more message for both event loops, and a program waiting for it would end
+    a round trip later (a lost receiver is noticed by the client, as a lost worker)."""
     from distributed.protocol import to_serialize
     message["items"] = to_serialize(Parcel(items))
 
     async def send():
-        await getattr(worker.rpc(address), HANDLER)(**message)
+        await getattr(worker.rpc(address), HANDLER)(reply=False, **message)
     return asyncio.run_coroutine_threadsafe(send(), worker.loop.asyncio_loop)
 
 
 def settle(sent: list[concurrent.futures.Future], wanted: Callable[[], bool]) -> None:
-    """Wait until every posted message has arrived (raising a failed send's error)."""
+    """Wait until every posted message has been sent (raising a failed send's error)."""
     for future in sent:
         while True:
             try:

@@ -134,3 +134,31 @@ def test_last_worker_lost_saves_a_checkpoint(monkeypatch, capsys, tmp_path):
     _, _, ff = build_and_fit(["--in-process"], capsys)
     ff.load_checkpoint(str(saved[0]))
     assert ff._ctx.updates == 3  # the copy taken every 3 updates, before the 5th iteration
+
+
+def test_a_result_lost_with_its_worker_is_reported_not_waited_for():
+    """The worker of a finished task leaves before its result is gathered: Dask would wait to
+    compute it again, on a worker the run no longer has."""
+    with loopback_cluster(workers=1) as address:
+        try:
+            cluster = cluster_module.connect(address, 1)
+            client, victim = cluster.client, cluster.workers[0]
+            pid, nanny = client.run(lambda: (os.getpid(), os.getppid()), workers=[victim])[victim]
+            future = client.submit(np.arange, 3, workers=[victim], pure=False)
+            cluster_module.watched_wait(client, [future], [victim], "the test")
+            os.kill(nanny, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
+            outcome = []
+
+            def gather():
+                try:
+                    cluster_module.watched_gather(client, [future], [victim], "the test")
+                except cluster_module.WorkerLost as lost:
+                    outcome.append(lost)
+            waiting = threading.Thread(target=gather, daemon=True)
+            waiting.start()
+            waiting.join(30)
+            assert not waiting.is_alive(), "the gather still waits for the lost worker"
+            assert outcome and "during the test" in str(outcome[0])
+        finally:
+            cluster_module.disconnect(address)

@@ -1,4 +1,5 @@
-"""Calibration on a shared host: cached scheduler overheads follow the scheduler's pace now."""
+"""Calibration on a shared host: cached scheduler overheads follow the scheduler's pace now;
+the cores devices get are kept with the overheads fitted with them."""
 
 import pytest
 
@@ -22,12 +23,18 @@ def test_cached_overheads_scale_with_the_scheduler_pace(runner, monkeypatch):
     assert later.route(0, 1)[0].latency == pytest.approx(3 * first.route(0, 1)[0].latency)
 
 
-def test_the_cores_devices_get_are_measured_at_every_calibration(runner, monkeypatch):
-    assert C.calibrate(runner, [], stream=open("/dev/null", "w")).machine.cores_per_node == 1.0
-    monkeypatch.setattr(C, "effective_cores", lambda runner, alone=None: 1.5)
-    assert C.calibrate(runner, [], stream=open("/dev/null", "w")).machine.cores_per_node == 1.5
-    monkeypatch.setattr(C, "effective_cores", lambda runner, alone=None: 2.0)
-    assert C.calibrate(runner, [], stream=open("/dev/null", "w")).machine.cores_per_node is None
+def test_the_cores_are_measured_with_the_overheads_and_kept_with_them(runner, monkeypatch):
+    quiet = open("/dev/null", "w")
+    monkeypatch.setattr(C, "effective_cores", lambda runner: 1.5)
+    assert C.calibrate(runner, [], stream=quiet).machine.cores_per_node == 1.5
+
+    def measured_again(runner):
+        raise AssertionError("a cached calibration measured the cores again")
+    monkeypatch.setattr(C, "effective_cores", measured_again)
+    assert C.calibrate(runner, [], stream=quiet).machine.cores_per_node == 1.5
+    monkeypatch.setattr(C, "effective_cores", lambda runner: 2.0)  # a core for each device
+    assert C.calibrate(runner, [], stream=quiet, refresh_cluster=True).machine.cores_per_node \
+        is None
 
 
 def test_worker_routes_share_each_workers_bandwidth():
