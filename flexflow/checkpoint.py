@@ -79,12 +79,10 @@ def capture(model) -> TrainingState:
     """A host-side copy of a compiled model's training state."""
     model._require_compiled("capture")
     executor = model._executor
-    weights, optimizer = {}, {}
-    for ref, spec in weight_specs(model).items():
-        weights[ref] = executor.get_weight(*ref, spec.shape)
-        slots = executor.get_optimizer_state(*ref, spec.shape)
-        if slots:
-            optimizer[ref] = slots
+    shapes = {ref: spec.shape for ref, spec in weight_specs(model).items()}
+    weights = executor.get_weights(shapes)
+    optimizer = {ref: slots for ref, slots in executor.get_optimizer_states(shapes).items()
+                 if slots}
     epoch, iteration = model._fit_position
     return TrainingState(weights, optimizer, model._ctx.step, model._ctx.updates, epoch,
                          iteration, dict(model.strategy))

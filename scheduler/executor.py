@@ -127,10 +127,14 @@ class Executor:
             self._call(d, _store_set_weights, pieces)
 
     def get_weight(self, owner: int, index: int, shape: tuple[int, ...]):
-        out = numpy.empty(shape, numpy.float32)
-        full = Box.full(shape)
-        for box, array in self._gather(owner, index, _store_get_weights):
-            out[box.relative_to(full)] = array
+        return self.get_weights({(owner, index): shape})[(owner, index)]
+
+    def get_weights(self, shapes: dict[tuple[int, int], tuple[int, ...]]) -> dict:
+        """Whole weights, keyed (owner layer, weight index) as `shapes` is, assembled from the
+        devices that own their boxes: one call per device, however many weights."""
+        out = {ref: numpy.empty(shape, numpy.float32) for ref, shape in shapes.items()}
+        for (ref, box), array in self._gather(shapes, _store_get_weights):
+            out[ref][box.relative_to(Box.full(shapes[ref]))] = array
         return out
 
     def set_optimizer_state(self, states: dict[tuple[int, int], dict[str, Any]]) -> None:
@@ -145,16 +149,18 @@ class Executor:
 
     def get_optimizer_state(self, owner: int, index: int,
                             shape: tuple[int, ...]) -> dict[str, Any]:
-        """The optimizer's slots of a whole weight, assembled from its boxes' owners; {} before
-        the weight's first update. A box not yet updated reads as zeros, the state both
-        optimizers start from."""
-        slots: dict[str, Any] = {}
-        full = Box.full(shape)
-        for box, state in self._gather(owner, index, _store_get_opt_states):
+        return self.get_optimizer_states({(owner, index): shape})[(owner, index)]
+
+    def get_optimizer_states(self, shapes: dict[tuple[int, int], tuple[int, ...]]) -> dict:
+        """The optimizer's slots of whole weights, keyed as `shapes` is, assembled from their
+        boxes' owners (one call per device); {} for a weight before its first update. A box
+        not yet updated reads as zeros, the state both optimizers start from."""
+        states: dict[tuple[int, int], dict[str, Any]] = {ref: {} for ref in shapes}
+        for (ref, box), state in self._gather(shapes, _store_get_opt_states):
             for name, array in (state or {}).items():
-                slot = slots.setdefault(name, numpy.zeros(shape, numpy.float32))
-                slot[box.relative_to(full)] = array
-        return slots
+                slot = states[ref].setdefault(name, numpy.zeros(shapes[ref], numpy.float32))
+                slot[box.relative_to(Box.full(shapes[ref]))] = array
+        return states
 
     def _scatter(self, values: dict[tuple[int, int], Any], slice_for_box,
                  owners_only: bool) -> dict[int, list[tuple[WeightKey, Any]]]:
@@ -168,13 +174,14 @@ class Executor:
                     per_device.setdefault(d, []).append((key, piece))
         return per_device
 
-    def _gather(self, owner: int, index: int, read) -> list[tuple[Box, Any]]:
-        """(box, value) for each box of a weight, `read(store, keys)` run once on each device
-        that owns some of its boxes."""
+    def _gather(self, refs, read) -> list[tuple[tuple[tuple[int, int], Box], Any]]:
+        """((weight, box), value) for each box of each weight in `refs` ((owner layer, weight
+        index) pairs), `read(store, keys)` run once on each device that owns some of them."""
         keys_on: dict[int, list[WeightKey]] = {}
-        for key, devices in self._weight_boxes(owner, index):
-            keys_on.setdefault(devices[0], []).append(key)
-        return [(key[2], value) for d, keys in keys_on.items()
+        for owner, index in refs:
+            for key, devices in self._weight_boxes(owner, index):
+                keys_on.setdefault(devices[0], []).append(key)
+        return [((key[:2], key[2]), value) for d, keys in keys_on.items()
                 for key, value in zip(keys, self._call(d, read, keys))]
 
     def zero_gradients(self) -> None:

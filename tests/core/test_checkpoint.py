@@ -139,6 +139,24 @@ def test_two_devices_split_by_features_restored_into_data_parallel():
     assert_same_training((before + after, all_weights(resumed)), reference, rtol=1e-4)
 
 
+def test_capture_reads_each_device_once_for_the_weights_and_once_for_the_optimizer(
+        monkeypatch):
+    """The recovery journal captures every few updates: a call per weight and device would
+    cost a round trip each on a cluster."""
+    ff, x = build("adam", ["-ll:gpu", "2", "--in-process"], split_by_features)
+    train(ff, x, 1)
+    calls = []
+    original = type(ff._executor)._call
+
+    def counted(executor, device, fn, *args):
+        calls.append(device)
+        return original(executor, device, fn, *args)
+    monkeypatch.setattr(type(ff._executor), "_call", counted)
+    state = capture(ff)
+    assert sorted(calls) == [0, 0, 1, 1]
+    assert len(state.weights) >= len(state.optimizer) > 2  # (running statistics: no slots)
+
+
 def test_fit_resumes_at_the_captured_epoch_and_iteration():
     """fit is stopped inside its second epoch; a new model restored from the last state fits on
     with the same `epochs` and trains exactly the batches the first run had left."""
