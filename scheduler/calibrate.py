@@ -64,12 +64,13 @@ from .taskgraph import Task, TaskGraph
 
 CACHE_ENV = "FLEXFLOW_DASK_CACHE"
 CACHE_FORMAT = 4  # kernel times as multiples of the reference kernel timed with them
-CLUSTER_FORMAT = 10  # cluster files: overheads fitted to the simulator's model of the executor
-# (10: devices push what they send each other)
+CLUSTER_FORMAT = 11  # cluster files: overheads fitted to the simulator's model of the executor
+# (10: devices push what they send each other; 11: probes send several arrays)
 WARMUP, REPEATS, BUDGET_MS = 1, 5, 400.0  # per kernel: repeats stop early past the budget
 PROBE_BYTES = 4 << 20
 LINK_BYTES = 32 << 20  # with PROBE_BYTES: two transfer sizes, whose difference gives bandwidth
 PAYLOAD_BYTES = 16 << 10  # what each scheduler probe task sends on, as every real fused task does
+PAYLOAD_ITEMS = 8  # ... in as many arrays (a layer's activations, or the gradients of its weights)
 REFERENCE_BYTES = 32 << 20  # the reference kernel's copy: memory-bound, as large kernels are
 CHAIN = (1, 2, 4, 6, 9)  # lengths of the dependent-hop probes (long ones: real iterations are)
 RAW_CHAIN = (1, 2, 4, 8)  # lengths of the raw Dask chains that give the fetch latency
@@ -304,8 +305,10 @@ class Probe(A.Action):
     def run(self, store, ctx, out):
         if self.nbytes:
             import numpy
-            out.setdefault(self.dst, []).append(("partial", ("probe",),
-                                                 numpy.zeros(self.nbytes, "uint8")))
+            size = self.nbytes // PAYLOAD_ITEMS
+            out.setdefault(self.dst, []).extend(
+                ("partial", ("probe", i), numpy.zeros(size, "uint8"))
+                for i in range(PAYLOAD_ITEMS))
         if self.metrics:
             out.setdefault("metrics", []).append({})
 
