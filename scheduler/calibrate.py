@@ -81,7 +81,8 @@ PROBE_RUNS = 15  # rounds of the scheduler and link probes (a shared host is noi
 PACE_CHAIN, PACE_RUNS = 4, 9  # the chain (one of CHAIN) and its runs timed at every calibration
 WIDE = 200  # actions in the probe of per-action overhead
 TOGETHER_LEAD_S = 0.3  # how far ahead devices timing the reference kernel together are started
-REFERENCE_RUNS, CORES_ROUNDS = 8, 5  # reference kernels per timed run, runs per effective cores
+REFERENCE_RUNS, TIMING_ROUNDS = 8, 5  # reference kernels per timed run; runs per effective
+# cores, and timings of the reference kernel that scale the cached kernel times now
 LOCAL_BANDWIDTH = 1e12   # bytes per ms: in-process "transfers" pass references
 
 
@@ -529,7 +530,7 @@ def effective_cores(runner) -> float:
     of reference kernels on one device, against the time all devices take to each do that run
     together (from one start to the last end: a shared host's scheduler need not interleave
     them evenly, so each device's own kernel times would not say it). Medians of
-    `CORES_ROUNDS`. In this process, devices run one after the other: 1."""
+    `TIMING_ROUNDS`. In this process, devices run one after the other: 1."""
     n = runner.num_devices
     if isinstance(runner, LocalRunner):
         return 1.0
@@ -537,10 +538,10 @@ def effective_cores(runner) -> float:
     def span(spans: list[tuple[float, float]]) -> float:
         return max(end for _, end in spans) - min(began for began, _ in spans)
     alone = statistics.median(span([runner.run(0, reference_span_at, 0.0, runner.cpu_only)])
-                              for _ in range(CORES_ROUNDS))
+                              for _ in range(TIMING_ROUNDS))
     together = statistics.median(
         span(runner.run_all(reference_span_at, time.time() + TOGETHER_LEAD_S, runner.cpu_only))
-        for _ in range(CORES_ROUNDS))
+        for _ in range(TIMING_ROUNDS))
     cores = min(float(n), max(1.0, n * alone / together))
     return min(cores, float(runner.run(0, os.cpu_count) or n))
 
@@ -722,7 +723,8 @@ def calibrate(runner, calls: Sequence[KernelCall], memory: int | None = None,
         device = keys.index(key)
         path = cache_dir() / f"kind-{key}.json"
         data = _load(path) or {"fingerprint": infos[device], "kernels": {}, "partial_bytes": {}}
-        now[key] = runner.run(device, reference_ms, runner.cpu_only)
+        now[key] = statistics.median(runner.run(device, reference_ms, runner.cpu_only)
+                                     for _ in range(TIMING_ROUNDS))  # it scales every kernel
         if "peak_gflops" not in data:
             flops, copy = runner.run(device, device_speed, runner.cpu_only)
             data["peak_gflops"], data["memory_bandwidth_gbs"] = flops / 1e6, copy / GB
