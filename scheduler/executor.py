@@ -147,10 +147,6 @@ class Executor:
         for d, pieces in self._scatter(states, slots_of, owners_only=True).items():
             self._call(d, _store_set_opt_states, pieces)
 
-    def get_optimizer_state(self, owner: int, index: int,
-                            shape: tuple[int, ...]) -> dict[str, Any]:
-        return self.get_optimizer_states({(owner, index): shape})[(owner, index)]
-
     def get_optimizer_states(self, shapes: dict[tuple[int, int], tuple[int, ...]]) -> dict:
         """The optimizer's slots of whole weights, keyed as `shapes` is, assembled from their
         boxes' owners (one call per device); {} for a weight before its first update. A box
