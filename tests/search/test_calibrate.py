@@ -1,5 +1,6 @@
-"""Calibration on a shared host: cached scheduler overheads follow the scheduler's pace now;
-the cores devices get are kept with the overheads fitted with them."""
+"""Calibration on a shared host: kernels are timed against a reference timed next to them;
+cached scheduler overheads follow the scheduler's pace now; the cores devices get are kept with
+the overheads fitted with them."""
 
 import pytest
 
@@ -35,6 +36,25 @@ def test_the_cores_are_measured_with_the_overheads_and_kept_with_them(runner, mo
     monkeypatch.setattr(C, "effective_cores", lambda runner: 2.0)  # a core for each device
     assert C.calibrate(runner, [], stream=quiet, refresh_cluster=True).machine.cores_per_node \
         is None
+
+
+def test_a_kernel_is_timed_against_the_reference_run_next_to_it():
+    """The host becomes three times slower after the kernel's first timed run: the table still
+    gets the kernel's time over the reference's, the ratio of every pair."""
+    import time
+    host = {"slowness": 1.0, "runs": 0}
+
+    def run_for(ms):
+        def run():
+            host["runs"] += 1
+            if host["runs"] > 4:  # warm-up, reference, untimed and timed kernel runs
+                host["slowness"] = 3.0
+            time.sleep(ms * host["slowness"] / 1e3)
+            return "result"
+        return run
+    ratio, result = C._median_ratio(run_for(8.0), run_for(4.0), lambda: None)
+    assert result == "result"
+    assert ratio == pytest.approx(2.0, rel=0.15)
 
 
 def test_worker_routes_share_each_workers_bandwidth():
