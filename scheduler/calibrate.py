@@ -153,11 +153,17 @@ def _timed_ms(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
     return (time.perf_counter() - start) * 1e3
 
 
-def _median_ms(fn: Callable[[], Any], sync: Callable[[], None]) -> tuple[float, Any]:
+def _warmed_up(fn: Callable[[], Any], sync: Callable[[], None]) -> Any:
+    """`fn`'s result after its `WARMUP` untimed runs."""
     result = None
     for _ in range(WARMUP):
         result = fn()
         sync()
+    return result
+
+
+def _median_ms(fn: Callable[[], Any], sync: Callable[[], None]) -> tuple[float, Any]:
+    result = _warmed_up(fn, sync)
     samples: list[float] = []
     while len(samples) < REPEATS and (not samples or sum(samples) < BUDGET_MS):
         samples.append(_timed_ms(fn, sync))
@@ -169,18 +175,15 @@ def _median_ratio(fn: Callable[[], Any], reference: Callable[[], None],
     """(median over runs of `fn`'s time over the time of the `reference` run just before it,
     `fn`'s result). `fn` runs once more, untimed, between the two: it is timed with its
     operands in the caches, as when run back to back, not after the reference flushed them."""
-    result = None
-    for _ in range(WARMUP):
-        result = fn()
-        sync()
+    result = _warmed_up(fn, sync)
     ratios: list[float] = []
     spent = 0.0
     while len(ratios) < REPEATS and spent < BUDGET_MS:
-        reference_ms = _timed_ms(reference, sync)
+        reference_time = _timed_ms(reference, sync)
         fn()
         sync()
         ms = _timed_ms(fn, sync)
-        ratios.append(ms / reference_ms)
+        ratios.append(ms / reference_time)
         spent += ms
     return statistics.median(ratios), result
 
