@@ -27,7 +27,9 @@
   reproduces these times best. A fused group of many real actions with kernels of one element
   (ReLU forwards) gives the per-action overhead, transfers of 4 and 32 MB the bandwidth (shared
   by the transfers out of, or into, one worker), raw Dask task chains on one and on two workers
-  the starting link latency, and submitting arrays the client's bandwidth to a worker.
+  the starting link latency, and submitting arrays the client's bandwidth to a worker. A tiny
+  real model's data-parallel iteration is timed among the probes (`model_probe.py`): what the
+  fitted overheads leave out of it is added to the per-iteration overhead.
 
 Everything is cached on disk (`$FLEXFLOW_DASK_CACHE`, default `~/.cache/flexflow-dask`): one
 file per device kind (kernel times) and one per cluster shape (overheads, links, cores), keyed by
@@ -60,12 +62,14 @@ from .cluster import array_module, watched_gather, watched_wait, workers_now
 from .costs import KernelCall
 from .executor import LocalExecutor, fuse, run_group
 from .machine import GB, DeviceKind, Hop, MachineModel, Overheads
+from .model_probe import ModelProbe
 from .taskgraph import Task, TaskGraph
 
 CACHE_ENV = "FLEXFLOW_DASK_CACHE"
 CACHE_FORMAT = 5  # kernel times as multiples of the reference kernel timed next to each run
-CLUSTER_FORMAT = 11  # cluster files: overheads fitted to the simulator's model of the executor
-# (10: devices push what they send each other; 11: probes send several arrays)
+CLUSTER_FORMAT = 12  # cluster files: overheads fitted to the simulator's model of the executor
+# (10: devices push what they send each other; 11: probes send several arrays; 12: and a real
+# model's iteration, model_probe.py)
 WARMUP, REPEATS, BUDGET_MS = 1, 5, 400.0  # per kernel: repeats stop early past the budget
 PROBE_BYTES = 4 << 20
 LINK_BYTES = 32 << 20  # with PROBE_BYTES: two transfer sizes, whose difference gives bandwidth
@@ -362,8 +366,8 @@ class LocalRunner:
     def run(self, device: int, fn, *args):
         return fn(*args)
 
-    def executor(self, taskgraph: TaskGraph, graph: Graph | None = None):
-        return LocalExecutor(taskgraph, A.Context(graph), self.num_devices,
+    def executor(self, taskgraph: TaskGraph, ctx: A.Context | None = None):
+        return LocalExecutor(taskgraph, ctx or A.Context(None), self.num_devices,
                              array_module(self.cpu_only))
 
     def hosts(self) -> list[str]:
@@ -403,9 +407,9 @@ class DaskRunner:
         watched_wait(self.client, [future], worker, "calibration")
         return watched_gather(self.client, [future], worker, "calibration")[0]
 
-    def executor(self, taskgraph: TaskGraph, graph: Graph | None = None):
+    def executor(self, taskgraph: TaskGraph, ctx: A.Context | None = None):
         from .distributed import DaskExecutor
-        return DaskExecutor(taskgraph, A.Context(graph), self.client, self.workers,
+        return DaskExecutor(taskgraph, ctx or A.Context(None), self.client, self.workers,
                             self.cpu_only)
 
     def hosts(self) -> list[str]:
@@ -683,10 +687,15 @@ def measure_cluster(runner, stream) -> dict:
     if remote:
         graphs["link"] = _probe_graph(pair, 2, nbytes=PROBE_BYTES)
         graphs["link large"] = _probe_graph(pair, 2, nbytes=LINK_BYTES)
-    executors = {name: runner.executor(graph, wide_graph if name == "wide" else None)
+    executors = {name: runner.executor(graph, A.Context(wide_graph if name == "wide" else None))
                  for name, graph in graphs.items()}
     probes = {name: partial(executor.run, *dict.fromkeys(t.phase for t in graphs[name].tasks))
               for name, executor in executors.items()}
+    model = ModelProbe(n)
+    if remote:
+        executors["model"] = runner.executor(model.taskgraph, model.context())
+        model.start(executors["model"])
+        probes["model"] = partial(model.step, executors["model"])
     if remote:
         for k in RAW_CHAIN:
             probes[("same", k)] = partial(runner.raw_chain_ms, (0,), k)
@@ -719,9 +728,14 @@ def measure_cluster(runner, stream) -> dict:
         task, hop, receive, iteration, fetch, scheduler = fit_overheads(
             shapes, ms, n, cores_per_node, action, bandwidth,
             (task, hop - fetch - scheduler, 0.0, max(iteration, 0.0), fetch, scheduler))
+        # what the fit leaves out of a real iteration goes to the per-iteration overhead
+        fitted = _probe_machine(n, cores_per_node, Overheads(task, action, hop, iteration,
+                                                             receive, scheduler), fetch, bandwidth)
+        iteration += ms["model"] - model.simulated_ms(fitted)
     return {"overheads_ms": {"task": task, "action": action, "hop": hop,
                              "iteration": max(0.0, iteration), "receive": receive,
                              "scheduler": scheduler},
+            "model_probe_ms": ms.get("model"),  # the real iteration the overheads reproduce
             "scheduler_ms": ms[("chain", PACE_CHAIN)],  # timed among the probes fitted
             "cores": cores_per_node, "effective_cores": cores,
             "link": {"latency_ms": fetch, "bandwidth_gbs": bandwidth / GB},

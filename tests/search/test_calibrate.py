@@ -83,3 +83,36 @@ def test_fitted_overheads_reproduce_the_probes_from_a_poor_start():
     reproduced = times(*fitted)
     assert [reproduced[n] for n in graphs] == pytest.approx([measured[n] for n in graphs],
                                                             rel=0.02)
+
+
+def test_the_model_probe_is_a_real_training_iteration():
+    """Batches fed, a loss (with its metric sums) on every device, weights that learn."""
+    from flexflow.scheduler.model_probe import ModelProbe
+
+    probe = ModelProbe(2)
+    executor = C.LocalRunner(2, cpu_only=True).executor(probe.taskgraph, probe.context())
+    probe.start(executor)
+    before = executor.get_weights({(0, 0): (4, 4)})[(0, 0)].copy()
+    records = probe.step(executor)
+    assert [sorted(r) for r in records] == [["probe_loss"], ["probe_loss"]]  # one per device
+    assert not (executor.get_weights({(0, 0): (4, 4)})[(0, 0)] == before).all()
+
+
+def test_the_calibrated_machine_reproduces_the_real_model_probe(tmp_path, monkeypatch):
+    """On a real cluster the probes' fitted overheads are completed by the real iteration's
+    gap: the machine model simulates the model probe's iteration as it was measured."""
+    from flexflow.scheduler import cluster as cluster_module
+    from flexflow.scheduler.model_probe import ModelProbe
+    from tests.parallel.cluster import loopback_cluster
+
+    monkeypatch.setenv(C.CACHE_ENV, str(tmp_path))
+    with loopback_cluster(workers=2) as address:
+        try:
+            cluster = cluster_module.connect(address, 2, stream=open("/dev/null", "w"))
+            runner = C.DaskRunner(cluster.client, cluster.workers, cpu_only=True)
+            machine = C.calibrate(runner, [], stream=open("/dev/null", "w")).machine
+        finally:
+            cluster_module.disconnect(address)
+    measured = C._load(next(C.cache_dir().glob("cluster-*.json")))["model_probe_ms"]
+    assert measured > 0
+    assert ModelProbe(2).simulated_ms(machine) == pytest.approx(measured, rel=0.01)
