@@ -556,7 +556,7 @@ def scheduler_pace_ms(runner) -> float:
     graph = _probe_graph(devices, PACE_CHAIN)
     executor = runner.executor(graph)
     try:
-        run = partial(executor.run, *dict.fromkeys(t.phase for t in graph.tasks))
+        run = partial(executor.run, *graph.phases)
         return interleaved_ms({"chain": run}, PACE_RUNS)["chain"]
     finally:
         executor.close()
@@ -689,14 +689,13 @@ def measure_cluster(runner, stream) -> dict:
         graphs["link large"] = _probe_graph(pair, 2, nbytes=LINK_BYTES)
     executors = {name: runner.executor(graph, A.Context(wide_graph if name == "wide" else None))
                  for name, graph in graphs.items()}
-    probes = {name: partial(executor.run, *dict.fromkeys(t.phase for t in graphs[name].tasks))
+    probes = {name: partial(executor.run, *graphs[name].phases)
               for name, executor in executors.items()}
-    model = ModelProbe(n)
     if remote:
+        model = ModelProbe(n)
         executors["model"] = runner.executor(model.taskgraph, model.context())
         model.start(executors["model"])
         probes["model"] = partial(model.step, executors["model"])
-    if remote:
         for k in RAW_CHAIN:
             probes[("same", k)] = partial(runner.raw_chain_ms, (0,), k)
             probes[("cross", k)] = partial(runner.raw_chain_ms, pair, k)

@@ -4,7 +4,7 @@ The scheduler probes (calibrate.py) are fused groups of probe actions, and the e
 overheads are fitted to them. A real iteration also ships its input batches with the programs,
 runs the loss on every device (each program then returns metric sums), and sums, applies and
 spreads weight gradients with the real actions. On two hosts of different sizes the fitted
-overheads left such iterations 3-5 ms short, whatever the model. This probe measures that gap
+overheads left such iterations 3-6 ms short, whatever the model. This probe measures that gap
 on a model whose kernels take next to nothing (a 4-wide dense layer and a softmax, two samples
 per device), so what it adds to the per-iteration overhead is the machinery's, not a kernel's.
 """
@@ -67,7 +67,6 @@ class ModelProbe:
         self.objective = Objective(out, label, through_softmax=True)
         self.taskgraph = build_task_graph(self.graph, data_parallel_strategy(self.graph, devices),
                                           devices, self.objective)
-        self.phases = tuple(dict.fromkeys(task.phase for task in self.taskgraph.tasks))
         self.loss, self.optimizer = ProbeLoss(batch), ProbeOptimizer()
         rng = numpy.random.default_rng(0)
         self.feeds = {x: rng.standard_normal((batch, WIDTH)).astype(numpy.float32),
@@ -84,7 +83,7 @@ class ModelProbe:
 
     def step(self, executor) -> list:
         """One training iteration; returns its metric records."""
-        return executor.run(*self.phases, zero_gradients=True)
+        return executor.run(*self.taskgraph.phases, zero_gradients=True)
 
     def simulated_ms(self, machine) -> float:
         from .simulator import Simulator

@@ -63,6 +63,11 @@ class TaskGraph:
     def phase(self, *phases: str) -> list[Task]:
         return [t for t in self.tasks if t.phase in phases]
 
+    @property
+    def phases(self) -> tuple[str, ...]:
+        """The phases its tasks belong to, in the order they first appear (the order to run)."""
+        return tuple(dict.fromkeys(t.phase for t in self.tasks))
+
 
 @dataclass(frozen=True)
 class Partition:
