@@ -2,13 +2,14 @@
 
 Each worker keeps the model's state for its device in process memory (a `DeviceStore` in
 `_MODELS`, installed once with `Client.run`): weights and optimizer state never leave it between
-iterations. Per iteration the client submits one Dask task per device, pinned to its worker: the
-device's program, its fused groups (`executor.fuse`) in order. What a group sends another device
-goes straight to that device's worker (`push`), where the program that needs it waits for it:
-a hop between devices is one message, not a round trip through the scheduler. Input batches are
-scattered to the workers that load from them. A program's key is its first group's name, the
-model's id and the iteration: `<first layer>-<phase>-d<device>e<epoch>-<model>-<iteration>`.
-Each program returns its groups' metric records (loss sums, checked updates, timed kernels).
+iterations. Per iteration the client submits one Dask task per device, pinned to its worker,
+all in one graph: the device's program, its fused groups (`executor.fuse`) in order. What a
+group sends another device goes straight to that device's worker (`push`), where the program
+that needs it waits for it: a hop between devices is one message, not a round trip through the
+scheduler. Input batches are scattered to the workers that load from them. A program's key is
+its first group's name, the model's id and the iteration:
+`<first layer>-<phase>-d<device>e<epoch>-<model>-<iteration>`. Each program returns its groups'
+metric records (loss sums, checked updates, timed kernels).
 
 A worker that leaves the cluster mid-run would leave the programs (or the gathering of their
 results) waiting for it, so the client waits and gathers in short slices and checks between
@@ -23,7 +24,10 @@ import itertools
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
+
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 from .actions import Context, Load, receive
 from .allocator import keep_freed_memory
@@ -165,15 +169,7 @@ class DaskExecutor(Executor):
         except (OSError, KeyError, ValueError):  # a reader of the batch may have left
             self._check_workers(f"iteration {iteration}: sending the batch")
             raise
-        futures = []
-        for device, steps in self._programs[phases].items():
-            loads = {task.action.tensor for step in steps for task in step.group.tasks
-                     if isinstance(task.action, Load)}
-            futures.append(self.client.submit(
-                _run_program, self.model_id, device, iteration, phases, state,
-                {t: feeds[t] for t in loads}, self.workers,
-                key=f"{steps[0].group.name}-{self.model_id}-{iteration}",
-                workers=[self.workers[device]], allow_other_workers=False, pure=False))
+        futures = self._submit(phases, iteration, state, feeds)
         self._wait(futures, f"iteration {iteration} ({', '.join(phases)})")
         failed = [future for future in futures if future.status == "error"]
         if failed:  # the other programs may wait for what a failed one would have sent
@@ -184,6 +180,25 @@ class DaskExecutor(Executor):
         ordered = sorted((entry for entries in kept for entry in entries),
                          key=lambda entry: entry[0])  # the in-process executor's order
         return [record for _, records in ordered for record in records]
+
+    def _submit(self, phases: tuple[str, ...], iteration: int, state: tuple,
+                feeds: dict[int, Any]) -> list:
+        """The iteration's programs, each a Dask task pinned to its device's worker, submitted
+        as one graph: one message to the scheduler. Submitted one by one, all but the first
+        would wait out the client's batching interval (10 ms) and the scheduler would take
+        them in turn. The arguments Dask need not look into are bound in a partial; the
+        batches stay an argument, so that scattered ones (futures) are fetched."""
+        layers = {}
+        for device, steps in self._programs[phases].items():
+            loads = {task.action.tensor for step in steps for task in step.group.tasks
+                     if isinstance(task.action, Load)}
+            key = f"{steps[0].group.name}-{self.model_id}-{iteration}"
+            run = partial(_run_program, self.model_id, device, iteration, phases, state)
+            layers[key] = MaterializedLayer(
+                {key: (run, {t: feeds[t] for t in loads}, list(self.workers))},
+                annotations={"workers": [self.workers[device]], "allow_other_workers": False})
+        graph = HighLevelGraph(layers, {key: set() for key in layers})
+        return self.client.get(graph, list(layers), sync=False)
 
     def _wait(self, futures: list, during: str) -> None:
         watched_wait(self.client, futures, self.workers, during)

@@ -135,3 +135,22 @@ def test_a_device_that_fails_releases_the_devices_waiting_for_it(scheduler_addre
     ff._executor.set_weights(weights)
     outcome = in_time(lambda: losses(ff, inputs, 2), 60)
     np.testing.assert_allclose(outcome["value"], expected, rtol=1e-5)
+
+
+def test_an_iteration_s_programs_reach_the_scheduler_in_one_graph(scheduler_address,
+                                                                   monkeypatch):
+    """Submitted one by one, all programs but the first would wait out the client's batching
+    interval before the scheduler saw them."""
+    ff, inputs = compiled(["--scheduler", scheduler_address, "-ll:gpu", "2"], "parameter")
+    client = ff._executor.client
+    graphs = []
+    send = client._send_to_scheduler
+
+    def counted(message):
+        if message.get("op") == "update-graph":
+            graphs.append(sorted(message["keys"]))
+        return send(message)
+    monkeypatch.setattr(client, "_send_to_scheduler", counted)
+    losses(ff, inputs, 1)
+    assert len(graphs) == 1
+    assert [key.split("-")[-3] for key in graphs[0]] == ["d0e0", "d1e0"]
