@@ -85,8 +85,9 @@ PROBE_RUNS = 15  # rounds of the scheduler and link probes (a shared host is noi
 PACE_CHAIN, PACE_RUNS = 4, 9  # the chain (one of CHAIN) and its runs timed at every calibration
 WIDE = 200  # actions in the probe of per-action overhead
 TOGETHER_LEAD_S = 0.3  # how far ahead devices timing the reference kernel together are started
-REFERENCE_RUNS, TIMING_ROUNDS = 8, 5  # reference kernels per timed run; runs per effective
-# cores, and timings of the reference kernel that scale the cached kernel times now
+REFERENCE_RUNS, TIMING_ROUNDS = 8, 5  # reference kernels per timed run; timings of the
+# reference kernel that scale the cached kernel times now
+CORES_ROUNDS = 11  # pairs of an alone and a together run that give the effective cores
 LOCAL_BANDWIDTH = 1e12   # bytes per ms: in-process "transfers" pass references
 
 
@@ -566,20 +567,26 @@ def effective_cores(runner) -> float:
     """How many devices' worth of work the host really runs at once: the time of a fixed run
     of reference kernels on one device, against the time all devices take to each do that run
     together (from one start to the last end: a shared host's scheduler need not interleave
-    them evenly, so each device's own kernel times would not say it). Medians of
-    `TIMING_ROUNDS`. In this process, devices run one after the other: 1."""
+    them evenly, so each device's own kernel times would not say it). Each together run is
+    paired with an alone run just before it, and the median of the pairs' ratios is taken over
+    `CORES_ROUNDS`: a shared host's speed drifts within seconds, and timing every alone run
+    before every together run put the drift into the ratio (one such measurement gave
+    anything from 1.4 to 2.0 cores for two devices on two cores). It is measured once per
+    cluster and every prediction's kernels are shared out by it. In this process, devices run
+    one after the other: 1."""
     n = runner.num_devices
     if isinstance(runner, LocalRunner):
         return 1.0
 
     def span(spans: list[tuple[float, float]]) -> float:
         return max(end for _, end in spans) - min(began for began, _ in spans)
-    alone = statistics.median(span([runner.run(0, reference_span_at, 0.0, runner.cpu_only)])
-                              for _ in range(TIMING_ROUNDS))
-    together = statistics.median(
-        span(runner.run_all(reference_span_at, time.time() + TOGETHER_LEAD_S, runner.cpu_only))
-        for _ in range(TIMING_ROUNDS))
-    cores = min(float(n), max(1.0, n * alone / together))
+    ratios = []
+    for _ in range(CORES_ROUNDS):
+        alone = span([runner.run(0, reference_span_at, 0.0, runner.cpu_only)])
+        together = span(runner.run_all(reference_span_at, time.time() + TOGETHER_LEAD_S,
+                                       runner.cpu_only))
+        ratios.append(n * alone / together)
+    cores = min(float(n), max(1.0, statistics.median(ratios)))
     return min(cores, float(runner.run(0, os.cpu_count) or n))
 
 
