@@ -95,7 +95,8 @@ def step_ms(ff, steps) -> list[float]:
     return times
 
 
-def predict(ff, client, workers, batch, refresh) -> float:
+def predict(ff, client, workers, batch, refresh):
+    """(predicted ms, the calibrated machine model)."""
     graph = ff.graph
     output = graph.tensors[graph.layers[-1].outputs[0]].spec
     loss = LossFunction(LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, (), batch,
@@ -104,7 +105,15 @@ def predict(ff, client, workers, batch, refresh) -> float:
     planner = Planner(graph, ff.objective, len(workers), DaskRunner(client, workers), options,
                       loss, ff.optimizer, stream=open(os.devnull, "w"))
     taskgraph = build_task_graph(graph, ff.strategy, len(workers), ff.objective)
-    return planner.simulate(ff.strategy, taskgraph).time
+    return planner.simulate(ff.strategy, taskgraph).time, planner.simulator.machine
+
+
+def describe_calibration(machine) -> str:
+    """What the cluster's calibration measured once and keeps for every prediction."""
+    cores = machine.cores_per_node or machine.num_devices
+    overheads = ", ".join(f"{name} {ms:.2f}" for name, ms in vars(machine.overheads).items())
+    return (f"calibrated: {cores:.2f} effective cores for {machine.num_devices} workers; "
+            f"overheads (ms, scaled by the scheduler's pace now) {overheads}")
 
 
 def spearman(xs, ys) -> float:
@@ -163,8 +172,11 @@ def main():
                 steal = StealMeter()
                 predictions, times = [], []
                 for round_ in range(args.rounds):
-                    predictions.append(predict(ff, client, workers_list, batch,
-                                               refresh=not rows and not round_))
+                    first = not rows and not round_
+                    predicted, machine = predict(ff, client, workers_list, batch, first)
+                    if first:
+                        print(describe_calibration(machine), flush=True)
+                    predictions.append(predicted)
                     times += step_ms(ff, args.steps)
                 predicted, measured = statistics.median(predictions), statistics.median(times)
                 ff._executor.close()
