@@ -67,9 +67,10 @@ from .taskgraph import Task, TaskGraph
 
 CACHE_ENV = "FLEXFLOW_DASK_CACHE"
 CACHE_FORMAT = 5  # kernel times as multiples of the reference kernel timed next to each run
-CLUSTER_FORMAT = 12  # cluster files: overheads fitted to the simulator's model of the executor
+CLUSTER_FORMAT = 13  # cluster files: overheads fitted to the simulator's model of the executor
 # (10: devices push what they send each other; 11: probes send several arrays; 12: and a real
-# model's iteration, model_probe.py)
+# model's iteration, model_probe.py; 13: an iteration's programs submitted as one graph, and
+# effective cores from paired timings)
 WARMUP, REPEATS, BUDGET_MS = 1, 5, 400.0  # per kernel: repeats stop early past the budget
 PROBE_BYTES = 4 << 20
 LINK_BYTES = 32 << 20  # with PROBE_BYTES: two transfer sizes, whose difference gives bandwidth
