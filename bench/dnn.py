@@ -5,6 +5,7 @@ their graph and training objective without compiling (planning for machines one 
     alexnet_cifar     the same shape of network at CPU scale: 3x32x32, 4096-wide dense layers
     inception_v3      Inception-v3 (Szegedy et al. 2016), 3x299x299
     resnet101         ResNet-101 (He et al. 2016), 3x224x224, bottleneck blocks 3-4-23-3
+    resnet18_cifar    ResNet-18's basic blocks (2-2-2-2, 64 to 512 channels) on 3x32x32 images
     transformer_lm    a decoder-style language model: embedding, attention blocks, vocab softmax
 """
 
@@ -145,6 +146,30 @@ def resnet101(ff, batch, classes=1000):
         for block in range(blocks):
             t = _bottleneck(ff, t, width, stride if block == 0 else 1)
     t = ff.flat(ff.pool2d(t, 7, 7, 1, 1, 0, 0, PoolType.POOL_AVG))
+    ff.softmax(ff.dense(t, classes))
+    return [x]
+
+
+def _basic_block(ff, t, width, stride):
+    if stride != 1 or t.dims[1] != width:
+        shortcut = ff.batch_norm(ff.conv2d(t, width, 1, 1, stride, stride, 0, 0, use_bias=False),
+                                 False)
+    else:
+        shortcut = t
+    t = ff.batch_norm(ff.conv2d(t, width, 3, 3, stride, stride, 1, 1, use_bias=False))
+    t = ff.batch_norm(ff.conv2d(t, width, 3, 3, 1, 1, 1, 1, use_bias=False), False)
+    return ff.relu(ff.add(t, shortcut))
+
+
+def resnet18_cifar(ff, batch, classes=10):
+    """ResNet-18 as it is trained on CIFAR-10: a 3x3 stem without pooling, four stages of two
+    basic blocks, global average pooling over the last 4x4 maps."""
+    x = ff.create_tensor([batch, 3, 32, 32])
+    t = ff.batch_norm(ff.conv2d(x, 64, 3, 3, 1, 1, 1, 1, use_bias=False))
+    for width, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        t = _basic_block(ff, t, width, stride)
+        t = _basic_block(ff, t, width, 1)
+    t = ff.flat(ff.pool2d(t, 4, 4, 1, 1, 0, 0, PoolType.POOL_AVG))
     ff.softmax(ff.dense(t, classes))
     return [x]
 

@@ -38,7 +38,7 @@ from local_cluster import local_cluster  # noqa: E402
 from tests.parallel import models as test_models  # noqa: E402
 
 from flexflow.core import DataType, FFConfig, FFModel, LossType, SGDOptimizer  # noqa: E402
-from flexflow.losses import LossFunction  # noqa: E402
+from flexflow.losses import loss_function  # noqa: E402
 from flexflow.scheduler import cluster as cluster_module  # noqa: E402
 from flexflow.scheduler.calibrate import DaskRunner  # noqa: E402
 from flexflow.scheduler.planner import Planner, PlanOptions  # noqa: E402
@@ -99,11 +99,11 @@ def predict(ff, client, workers, batch, refresh):
     """(predicted ms, the calibrated machine model)."""
     graph = ff.graph
     output = graph.tensors[graph.layers[-1].outputs[0]].spec
-    loss = LossFunction(LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, (), batch,
+    loss = loss_function(LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, (), batch,
                         output.size // batch, True)
     options = PlanOptions(SearchOptions(0), refresh_cluster=refresh)
     planner = Planner(graph, ff.objective, len(workers), DaskRunner(client, workers), options,
-                      loss, ff.optimizer, stream=open(os.devnull, "w"))
+                      loss, ff.optimizer.rule(), stream=open(os.devnull, "w"))
     taskgraph = build_task_graph(graph, ff.strategy, len(workers), ff.objective)
     return planner.simulate(ff.strategy, taskgraph).time, planner.simulator.machine
 

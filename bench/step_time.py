@@ -1,15 +1,19 @@
-"""One training step of flexflow-dask against PyTorch eager on the same CPU, in one process.
+"""One training step of flexflow-dask, on both kernel paths, against PyTorch eager on the same CPU.
 
-Models: the MLP 784-512-512-10 and a CIFAR-size CNN (FlexFlow's cifar10_cnn: four 3x3 convs,
-two max pools, dense 512, dense 10), batch 64, SGD with momentum, sparse cross-entropy. Both
-frameworks run the same network on the same batch; each timing is the median over repeats of the
-mean step time of a run of steps. Prints the ratio flexflow-dask / PyTorch (lower is better).
+Models (batch 64, SGD with momentum, sparse cross-entropy):
+    mlp          the MLP 784-512-512-10
+    cifar10_cnn  FlexFlow's cifar10_cnn: four 3x3 convolutions, two max pools, dense 512, dense 10
+    resnet18     ResNet-18 on 3x32x32 images (bench/dnn.py: resnet18_cifar), with batch norm
 
-    python bench/step_time.py [--repeats 5] [--steps 20] [--threads N]
+Each thread count runs in a child process of its own (BLAS fixes its thread pool when NumPy is
+imported), where both frameworks get that many threads. There each model is timed in rounds
+that alternate flexflow-dask with the vendor kernels (torch's oneDNN and MKL on our arrays,
+ops/vendor.py), flexflow-dask with the reference NumPy kernels, and PyTorch, so a slow spell of
+a shared host hits all three; a round is the mean step time of a run of steps, and the figures
+are medians over rounds. Ratios are flexflow-dask / PyTorch (lower is better).
 
-`--threads N` gives both frameworks N threads (BLAS and PyTorch's intra-op pool); on a shared,
-loaded machine `--threads 1` is the fair comparison, since spinning BLAS threads collapse when
-another process holds a core.
+    python bench/step_time.py [--rounds 5] [--threads 1 2] [--models mlp cifar10_cnn resnet18]
+                              [--no-reference]
 """
 
 from __future__ import annotations
@@ -17,81 +21,89 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import time
-
-
-def _threads_from_argv() -> int | None:
-    """Read --threads before numpy loads: BLAS fixes its thread count at import."""
-    if "--threads" in sys.argv[:-1]:
-        threads = sys.argv[sys.argv.index("--threads") + 1]
-        for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ[name] = threads
-        return int(threads)
-    return None
-
-
-THREADS = _threads_from_argv()
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-
-from flexflow.core import (ActiMode, DataType, FFConfig, FFModel, LossType, MetricsType,
-                           SGDOptimizer)  # noqa: E402
+from pathlib import Path
 
 BATCH = 64
+MODELS = {"mlp": 40, "cifar10_cnn": 6, "resnet18": 2}  # name -> steps per round
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def ff_mlp(ff):
-    x = ff.create_tensor([BATCH, 784], DataType.DT_FLOAT)
-    t = ff.dense(x, 512, ActiMode.AC_MODE_RELU)
-    t = ff.dense(t, 512, ActiMode.AC_MODE_RELU)
+def ff_model(name: str, ff):
+    """Builds `name` on `ff`; returns its input tensor."""
+    from dnn import RELU, resnet18_cifar
+
+    from flexflow.core import DataType
+    if name == "resnet18":
+        return resnet18_cifar(ff, BATCH)[0]
+    if name == "mlp":
+        x = ff.create_tensor([BATCH, 784], DataType.DT_FLOAT)
+        t = ff.dense(ff.dense(x, 512, RELU), 512, RELU)
+    else:
+        x = ff.create_tensor([BATCH, 3, 32, 32], DataType.DT_FLOAT)
+        t = x
+        for channels in (32, 64):
+            t = ff.conv2d(t, channels, 3, 3, 1, 1, 1, 1, RELU)
+            t = ff.conv2d(t, channels, 3, 3, 1, 1, 1, 1, RELU)
+            t = ff.pool2d(t, 2, 2, 2, 2, 0, 0)
+        t = ff.dense(ff.flat(t), 512, RELU)
     ff.softmax(ff.dense(t, 10))
-    return x, (784,)
+    return x
 
 
-def torch_mlp():
-    return nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
-                         nn.Linear(512, 10))
+def torch_model(name: str):
+    from torch import nn
+    if name == "mlp":
+        return nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                             nn.Linear(512, 10))
+    if name == "cifar10_cnn":
+        return nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(),
+                             nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2, 2),
+                             nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
+                             nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2, 2),
+                             nn.Flatten(), nn.Linear(64 * 8 * 8, 512), nn.ReLU(),
+                             nn.Linear(512, 10))
+    return _torch_resnet18()
 
 
-def ff_cnn(ff):
-    x = ff.create_tensor([BATCH, 3, 32, 32], DataType.DT_FLOAT)
-    t = ff.conv2d(x, 32, 3, 3, 1, 1, 1, 1, ActiMode.AC_MODE_RELU)
-    t = ff.conv2d(t, 32, 3, 3, 1, 1, 1, 1, ActiMode.AC_MODE_RELU)
-    t = ff.pool2d(t, 2, 2, 2, 2, 0, 0)
-    t = ff.conv2d(t, 64, 3, 3, 1, 1, 1, 1, ActiMode.AC_MODE_RELU)
-    t = ff.conv2d(t, 64, 3, 3, 1, 1, 1, 1, ActiMode.AC_MODE_RELU)
-    t = ff.pool2d(t, 2, 2, 2, 2, 0, 0)
-    t = ff.flat(t)
-    t = ff.dense(t, 512, ActiMode.AC_MODE_RELU)
-    ff.softmax(ff.dense(t, 10))
-    return x, (3, 32, 32)
+def _torch_resnet18():
+    from torch import nn
+
+    def conv_bn(cin, cout, kernel, stride):
+        return [nn.Conv2d(cin, cout, kernel, stride, kernel // 2, bias=False),
+                nn.BatchNorm2d(cout)]
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.body = nn.Sequential(*conv_bn(cin, cout, 3, stride), nn.ReLU(),
+                                      *conv_bn(cout, cout, 3, 1))
+            self.shortcut = (nn.Sequential(*conv_bn(cin, cout, 1, stride))
+                             if stride != 1 or cin != cout else nn.Identity())
+
+        def forward(self, x):
+            return nn.functional.relu(self.body(x) + self.shortcut(x))
+
+    layers, cin = [*conv_bn(3, 64, 3, 1), nn.ReLU()], 64
+    for width, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        layers += [Block(cin, width, stride), Block(width, width, 1)]
+        cin = width
+    return nn.Sequential(*layers, nn.AvgPool2d(4), nn.Flatten(), nn.Linear(512, 10))
 
 
-def torch_cnn():
-    return nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(),
-                         nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2, 2),
-                         nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
-                         nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2, 2),
-                         nn.Flatten(), nn.Linear(64 * 8 * 8, 512), nn.ReLU(), nn.Linear(512, 10))
+def batch_of(name: str, rng):
+    import numpy as np
+    shape = (784,) if name == "mlp" else (3, 32, 32)
+    return (rng.standard_normal((BATCH,) + shape).astype(np.float32),
+            rng.integers(0, 10, (BATCH, 1)).astype(np.int32))
 
 
-def time_steps(step, steps: int, repeats: int) -> float:
-    step()  # warm-up
-    runs = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        runs.append((time.perf_counter() - start) / steps)
-    return statistics.median(runs)
-
-
-def flexflow_step(build, xb, yb):
+def flexflow_step(name: str, xb, yb):
+    from flexflow.core import FFConfig, FFModel, LossType, MetricsType, SGDOptimizer
     ff = FFModel(FFConfig(argv=[], batch_size=BATCH))
-    x, _ = build(ff)
+    x = ff_model(name, ff)
     ff.compile(optimizer=SGDOptimizer(ff, lr=0.01, momentum=0.9),
                loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
                metrics=[MetricsType.METRICS_ACCURACY])
@@ -100,38 +112,89 @@ def flexflow_step(build, xb, yb):
     return ff.train_step
 
 
-def torch_step(net, xb, yb):
+def torch_step(name: str, xb, yb):
+    import torch
+    net = torch_model(name)
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     x, y = torch.tensor(xb), torch.tensor(yb[:, 0]).long()
 
     def step():
         opt.zero_grad()
-        nn.functional.cross_entropy(net(x), y).backward()
+        torch.nn.functional.cross_entropy(net(x), y).backward()
         opt.step()
     return step
 
 
+def on_kernels(path: str, step):
+    """`step` run with the kernels of `path` (ops/vendor.py)."""
+    from flexflow.ops import vendor
+
+    def run():
+        with vendor.kernels(path):
+            step()
+    return run
+
+
+def mean_step_ms(step, steps: int) -> float:
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return (time.perf_counter() - start) / steps * 1e3
+
+
+def measure(name: str, rounds: int, reference: bool) -> dict[str, float]:
+    """Median over alternating rounds of each system's mean step time (ms)."""
+    import numpy as np
+    xb, yb = batch_of(name, np.random.default_rng(0))
+    flexflow = flexflow_step(name, xb, yb)
+    systems = {"vendor": on_kernels("vendor", flexflow), "pytorch": torch_step(name, xb, yb)}
+    if reference:
+        systems["reference"] = on_kernels("reference", flexflow)
+    for step in systems.values():
+        step()  # warm-up: first-call costs and the optimizer state
+    times: dict[str, list[float]] = {system: [] for system in systems}
+    for _ in range(rounds):
+        for system, step in systems.items():
+            times[system].append(mean_step_ms(step, MODELS[name]))
+    return {system: statistics.median(values) for system, values in times.items()}
+
+
+def child(args) -> None:
+    import torch
+    from host_load import StealMeter, describe
+    (threads,) = args.threads
+    torch.set_num_threads(threads)
+    for name in args.models:
+        steal = StealMeter()
+        ms = measure(name, args.rounds, args.reference)
+        paths = "".join(f"  {path} {ms[path]:8.1f} ms {ms[path] / ms['pytorch']:5.2f}x"
+                        for path in ("vendor", "reference") if path in ms)
+        print(f"{name:12s} {threads} thread(s)  pytorch {ms['pytorch']:8.1f} ms{paths}  "
+              f"({describe(steal.read())})", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--threads", type=int, default=None,
-                        help="threads for both frameworks (default: their own defaults)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    parser.add_argument("--no-reference", dest="reference", action="store_false",
+                        help="time only the vendor kernels and PyTorch")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if THREADS:
-        torch.set_num_threads(THREADS)
-    rng = np.random.default_rng(0)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; batch {BATCH}; "
-          f"median of {args.repeats} runs of {args.steps} steps")
-    for name, ff_build, torch_build in (("MLP 784-512-512-10", ff_mlp, torch_mlp),
-                                        ("CIFAR-10 CNN", ff_cnn, torch_cnn)):
-        shape = ff_build(FFModel(FFConfig(argv=[], batch_size=BATCH)))[1]
-        xb = rng.standard_normal((BATCH,) + shape).astype(np.float32)
-        yb = rng.integers(0, 10, (BATCH, 1)).astype(np.int32)
-        ff_time = time_steps(flexflow_step(ff_build, xb, yb), args.steps, args.repeats)
-        torch_time = time_steps(torch_step(torch_build(), xb, yb), args.steps, args.repeats)
-        print(f"{name:20s} flexflow-dask {ff_time * 1e3:8.2f} ms  pytorch {torch_time * 1e3:8.2f} ms"
-              f"  ratio {ff_time / torch_time:5.2f}x")
+    sys.path.insert(0, str(Path(__file__).parent))
+    if args.child:
+        child(args)
+        return
+    import torch
+    print(f"torch {torch.__version__}; batch {BATCH}; median of {args.rounds} alternating rounds; "
+          f"flexflow-dask / PyTorch (lower is better)", flush=True)
+    for threads in args.threads:
+        env = dict(os.environ, **{name: str(threads) for name in THREAD_VARIABLES})
+        command = [sys.executable, __file__, "--child", "--threads", str(threads),
+                   "--rounds", str(args.rounds), "--models", *args.models]
+        subprocess.run(command + ([] if args.reference else ["--no-reference"]), env=env,
+                       check=True)
 
 
 if __name__ == "__main__":

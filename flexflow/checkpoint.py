@@ -264,7 +264,7 @@ class _Reader:
                 self.fail(f"optimizer hyper-parameter {name!r} is {value!r}, expected a finite "
                           f"{'bool' if expected is bool else 'number'}")
         zero = np.zeros(1, np.float32)
-        slots = dataclasses.replace(optimizer, **theirs).init_state(np, zero)
+        slots = dataclasses.replace(optimizer, **theirs).rule().init_state(np, zero)
         return theirs, set(slots)
 
     def entries(self, meta, slots: set[str] | None) -> dict:

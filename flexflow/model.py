@@ -16,7 +16,7 @@ from . import checkpoint, nonfinite, profiling, recovery, report
 from .config import FFConfig, FlagError
 from .dataloader import SingleDataLoader, check_full_array
 from .initializers import ArrayInitializer, Initializer, default_initializer
-from .losses import SPARSE_LOSSES, LossFunction
+from .losses import CROSS_ENTROPY_LOSSES, SPARSE_LOSSES, loss_function
 from .metrics import PerfMetrics
 from .op import Op, wrap
 from .plots import check_path, search_trace, timeline
@@ -68,7 +68,7 @@ class FFModel:
         self._tensors: dict[int, Tensor] = {}
         self._initializers: dict[tuple[int, int], Initializer] = {}
         self._optimizer = None
-        self._loss: LossFunction | None = None
+        self._loss = None  # the loss kernel (ops/losses.py), made by compile()
         self._label_id: int | None = None
         self._executor: LocalExecutor | None = None
         self._ctx: Context | None = None
@@ -369,8 +369,10 @@ class FFModel:
 
     def set_optimizer(self, optimizer) -> None:
         self._optimizer = optimizer
-        if self._ctx is not None:
-            self._ctx.optimizer = optimizer
+
+    def _update_rule(self):
+        """The optimizer's update kernel with its hyper-parameters as they are now."""
+        return None if self._optimizer is None else self._optimizer.rule()
 
     set_sgd_optimizer = set_adam_optimizer = set_optimizer
 
@@ -412,9 +414,8 @@ class FFModel:
         else:  # compiled again, maybe with another loss
             self.graph.tensors[self._label_id] = GraphTensor(self._label_id, label_spec)
         through_softmax = (isinstance(last.op, Softmax) and last.op.axis in (-1, output.ndim - 1)
-                           and loss_type in (LossType.LOSS_CATEGORICAL_CROSSENTROPY,
-                                             LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY))
-        self._loss = LossFunction(loss_type, metrics, batch, output.size // batch, through_softmax)
+                           and loss_type in CROSS_ENTROPY_LOSSES)
+        self._loss = loss_function(loss_type, metrics, batch, output.size // batch, through_softmax)
         self._perf = PerfMetrics(metrics)
         self._check_diagnostics()
         self._objective = Objective(last.outputs[0], self._label_id, through_softmax)
@@ -448,7 +449,7 @@ class FFModel:
             what = f"the strategy of {config.import_strategy_file}"
         runner = runner_for(cluster, num_devices, config.cpu_only)
         planner = Planner(self.graph, objective, num_devices, runner, self._plan_options(first),
-                          self._loss, self._optimizer)
+                          self._loss, self._update_rule())
         trace = search_trace.SearchTrace() if first and config.search_plot_file else None
         if config.search_budget > 0:
             strategy = self._search(planner, strategy, trace)
@@ -457,7 +458,7 @@ class FFModel:
         taskgraph = build_task_graph(self.graph, self.strategy, num_devices, objective)
         planner.finish(self.strategy, taskgraph, capacities(runner, config.device_memory_mb << 20),
                        what, config.export_strategy_file if first else "")
-        self._ctx = Context(self.graph, self._loss, self._optimizer, self._feeds)
+        self._ctx = Context(self.graph, self._loss, self._update_rule(), self._feeds)
         if self._executor is not None:
             self._executor.close()
             self._executor = None
@@ -590,6 +591,7 @@ class FFModel:
         if missing:
             raise RuntimeError(f"no data for {', '.join(self._tensor_name(t) for t in missing)}: "
                                f"create a data loader and call next_batch(), or set_tensor()")
+        self._ctx.optimizer = self._update_rule()
         pieces = self._on_devices(lambda executor: executor.run(*phases,
                                                                 zero_gradients=zero_gradients))
         pieces = self._profiler.take(pieces, self._ctx.training) if self._profiler else pieces

@@ -1,13 +1,19 @@
-"""Batch normalization over the channels of an NCHW tensor, with a fused ReLU."""
+"""Batch normalization over the channels of an NCHW tensor, with a fused ReLU.
+
+Where torch is installed and a partition holds whole channels (no statistic to combine with
+other partitions) both directions are one ATen call each, plus the ReLU (ops/vendor.py); the
+running buffers are updated in place by that call. Statistics combined across partitions run
+the reference kernels.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import vendor
 from .base import Operator, expect_float, expect_rank
 from .box import Box
 from .spec import DimKind, TensorSpec, WeightSpec
-
 
 
 def _per_channel(values):
@@ -69,6 +75,10 @@ class BatchNorm(Operator):
         (x,) = xs
         scale, bias, running_mean, running_var = ws
         count = x.size // x.shape[1]
+        aten = vendor.aten(xp)
+        if aten is not None and part.reduced is None:
+            self._check_count(part.training, count, x.shape)
+            return self._aten_forward(aten, x, ws, part.training)
         if part.training:
             if part.reduced is None:
                 mean = _channel_sum(x) / count
@@ -81,9 +91,7 @@ class BatchNorm(Operator):
                 mean = mean64.astype(x.dtype)
                 var = xp.maximum(squares / count - mean64 * mean64, 0).astype(x.dtype)
                 centered = x - _per_channel(mean)
-            if count < 2:
-                raise ValueError(f"batch_norm needs more than one value per channel to train, "
-                                 f"got input shape {x.shape}")
+            self._check_count(part.training, count, x.shape)
             running_mean[...] = (1 - self.momentum) * running_mean + self.momentum * mean
             running_var[...] = ((1 - self.momentum) * running_var
                                 + self.momentum * var * (count / (count - 1)))
@@ -96,12 +104,42 @@ class BatchNorm(Operator):
             xp.maximum(y, 0, out=y)
         return [y], (centered, inv_std, scale, y if self.relu else None, part.training, count)
 
+    @staticmethod
+    def _check_count(training: bool, count: int, shape) -> None:
+        if training and count < 2:
+            raise ValueError(f"batch_norm needs more than one value per channel to train, got "
+                             f"input shape {shape}")
+
+    def _aten_forward(self, aten, x, ws, training: bool):
+        tensor = aten.tensor(x)
+        scale, bias, running_mean, running_var = (aten.tensor(w) for w in ws)
+        y, mean, inv_std = aten.ops.native_batch_norm(tensor, scale, bias, running_mean,
+                                                      running_var, training, self.momentum,
+                                                      self.eps)
+        if self.relu:
+            aten.torch.relu_(y)
+        return [aten.array(y)], vendor.Saved(aten, (tensor, scale, running_mean, running_var,
+                                                    mean, inv_std, y, training))
+
+    def _aten_backward(self, aten, dy, tensor, scale, running_mean, running_var, mean, inv_std,
+                       y, training, part):
+        dy = aten.tensor(dy)
+        if self.relu:
+            dy = aten.ops.threshold_backward(dy, y, 0)
+        dx, d_scale, d_bias = aten.ops.native_batch_norm_backward(
+            dy, tensor, scale, running_mean, running_var, mean, inv_std, training, self.eps,
+            [part.wants_grad(0), True, True])
+        dx = aten.array(dx) if part.wants_grad(0) else None
+        return [dx], [aten.array(d_scale), aten.array(d_bias), None, None]
+
     def backward_partial(self, xp, dys, saved, part):
         centered, _, _, y, _, _ = saved
         dy = dys[0] if y is None else dys[0] * (y > 0)
         return xp.stack([_channel_sum(dy), _channel_dot(xp, dy, centered)])
 
     def backward(self, xp, dys, saved, part):
+        if isinstance(saved, vendor.Saved):
+            return self._aten_backward(saved.aten, dys[0], *saved.values, part)
         centered, inv_std, scale, y, training, count = saved
         dy = dys[0] if y is None else dys[0] * (y > 0)
         d_bias = _channel_sum(dy)

@@ -1,6 +1,8 @@
 """2-D convolution over NCHW tensors, and the sliding-window geometry it shares with pooling.
 
-The kernels use the im2col formulation: the input windows are copied into column matrices (one
+Where torch is installed the convolution and both its gradients are one ATen call each
+(oneDNN on a CPU, cuDNN on a GPU: ops/vendor.py), with the bias and the activation fused as
+PyTorch fuses them. The reference kernels below, the fallback, use the im2col formulation: the input windows are copied into column matrices (one
 strided copy per kernel offset, never a Python loop over single samples or channels), so the
 convolution is a (grouped) matrix product, and so are both of its weight and input gradients. This
 keeps the work in BLAS / cuBLAS. The batch goes through in chunks of a few MiB of columns, which
@@ -17,7 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from .activation import activate, activate_backward, check_activation
+from . import vendor
+from .activation import (activate, activate_backward, aten_activate, aten_activate_backward,
+                         check_activation)
 from .base import Operator, Part, expect_float, expect_rank
 from .box import Box
 from .spec import DimKind, ShapeError, TensorSpec, WeightSpec
@@ -162,6 +166,36 @@ class Windows:
         else:
             tap += grad
 
+    def aten_input(self, aten, x, fill: float, max_padding: Pair | None = None):
+        """(tensor, padding, explicit): `x` as a torch tensor of exactly the rows and columns
+        the windows read, and the symmetric padding a torch convolution or pooling adds itself.
+        Padding it cannot add (uneven, or over `max_padding`) is added here with `fill`, a
+        copy (`explicit`); then `padding` is zero."""
+        (top, bottom), (left, right) = self.edges
+        h, w = x.shape[2:]
+        tensor = aten.tensor(x[:, :, max(-top, 0):h - max(-bottom, 0),
+                               max(-left, 0):w - max(-right, 0)])
+        (top, bottom), (left, right) = (max(top, 0), max(bottom, 0)), (max(left, 0), max(right, 0))
+        limit = max_padding or (top, left)
+        if top == bottom and left == right and top <= limit[0] and left <= limit[1]:
+            return tensor, (top, left), False
+        padded = aten.torch.nn.functional.pad(tensor, (left, right, top, bottom), value=fill)
+        return padded, (0, 0), True
+
+    def aten_input_grad(self, grad, explicit: bool):
+        """The input's gradient from that of `aten_input`'s tensor: the padding added there
+        dropped, the input rows and columns no window reads given zeros."""
+        (top, bottom), (left, right) = self.edges
+        if explicit:
+            h, w = grad.shape[2:]
+            grad = grad[:, :, max(top, 0):h - max(bottom, 0), max(left, 0):w - max(right, 0)]
+        if tuple(grad.shape) == self.in_shape:
+            return grad
+        full = grad.new_zeros(self.in_shape)
+        full[:, :, max(-top, 0):max(-top, 0) + grad.shape[2],
+             max(-left, 0):max(-left, 0) + grad.shape[3]] = grad
+        return full
+
     def crop(self, y):
         """Grid results (last two dims `grid_hw`) cut to the output's width."""
         return y[..., :self.out_hw[1]]
@@ -260,6 +294,9 @@ class Conv2D(Operator):
     def forward(self, xp, xs, ws, part):
         (x,), kernel = xs, ws[0]
         windows = Windows.of(part, self.kernel, self.stride, self.padding)
+        aten = vendor.aten(xp)
+        if aten is not None:
+            return self._aten_forward(aten, windows, x, ws)
         padded = windows.pad(xp, x, 0.0)
         groups, out = x.shape[1] // kernel.shape[1], kernel.shape[0]
         # the product comes out channel-major: (out, n) + grid
@@ -276,6 +313,8 @@ class Conv2D(Operator):
         return [result], (padded, kernel, act_saved, windows)
 
     def backward(self, xp, dys, saved, part):
+        if isinstance(saved, vendor.Saved):
+            return self._aten_backward(saved.aten, dys[0], *saved.values, part)
         padded, kernel, act_saved, windows = saved
         dy = activate_backward(xp, self.activation, dys[0], act_saved)
         groups = windows.in_shape[1] // kernel.shape[1]
@@ -303,6 +342,28 @@ class Conv2D(Operator):
         if self.use_bias:
             grads.append(dy_t.reshape(kernel.shape[0], -1).sum(axis=1))
         return [windows.unpad(xp, d_padded) if wants_dx else None], grads
+
+    def _aten_forward(self, aten, windows: Windows, x, ws):
+        tensor, padding, explicit = windows.aten_input(aten, x, 0.0)
+        kernel = aten.tensor(ws[0])
+        bias = aten.tensor(ws[1]) if self.use_bias else None
+        y = aten.ops.convolution(tensor, kernel, bias, self.stride, padding, (1, 1), False,
+                                 (0, 0), x.shape[1] // kernel.shape[1])
+        y, act_saved = aten_activate(aten, self.activation, y, overwrite=True)
+        return [aten.array(y)], vendor.Saved(aten, (tensor, kernel, padding, explicit,
+                                                    act_saved, windows))
+
+    def _aten_backward(self, aten, dy, tensor, kernel, padding, explicit, act_saved, windows,
+                       part):
+        dy = aten_activate_backward(aten, self.activation, aten.tensor(dy), act_saved)
+        wants_dx = part.wants_grad(0)
+        bias_sizes = [kernel.shape[0]] if self.use_bias else None
+        dx, d_kernel, d_bias = aten.ops.convolution_backward(
+            dy, tensor, kernel, bias_sizes, self.stride, padding, (1, 1), False, (0, 0),
+            tensor.shape[1] // kernel.shape[1], [wants_dx, True, self.use_bias])
+        grads = [aten.array(d_kernel)] + ([aten.array(d_bias)] if self.use_bias else [])
+        dx = aten.array(windows.aten_input_grad(dx, explicit)) if wants_dx else None
+        return [dx], grads
 
     def _column_shape(self, windows: Windows, samples: int) -> tuple[int, ...]:
         return (windows.in_shape[1],) + tuple(self.kernel) + (samples,) + windows.grid_hw

@@ -1,10 +1,17 @@
-"""Dense (fully connected) layer over the last dimension: y = act(x @ kernel.T + bias)."""
+"""Dense (fully connected) layer over the last dimension: y = act(x @ kernel.T + bias).
+
+Where torch is installed the products run in ATen (MKL on a CPU, cuBLAS on a GPU; ops/vendor.py)
+with the bias folded into the forward product, as PyTorch does; numpy's BLAS would otherwise run
+its own thread pool beside torch's, and the two pools' spinning threads slow each other down.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .activation import activate, activate_backward, check_activation
+from . import vendor
+from .activation import (activate, activate_backward, aten_activate, aten_activate_backward,
+                         check_activation)
 from .base import Operator, expect_float
 from .box import Box
 from .spec import DimKind, ShapeError, TensorSpec, WeightSpec
@@ -37,13 +44,18 @@ class Dense(Operator):
 
     def forward(self, xp, xs, ws, part):
         (x,) = xs
+        aten = vendor.aten(xp)
+        if aten is not None:
+            return self._aten_forward(aten, x, ws)
         y = x @ ws[0].T
         if self.use_bias:
             y += ws[1]
-        y, act_saved = activate(xp, self.activation, y)
+        y, act_saved = activate(xp, self.activation, y, overwrite=True)
         return [y], (x, ws[0], act_saved)
 
     def backward(self, xp, dys, saved, part):
+        if isinstance(saved, vendor.Saved):
+            return self._aten_backward(saved.aten, dys[0], *saved.values, part)
         x, kernel, act_saved = saved
         dy = activate_backward(xp, self.activation, dys[0], act_saved)
         dy2 = dy.reshape(-1, dy.shape[-1])
@@ -51,6 +63,26 @@ class Dense(Operator):
         if self.use_bias:
             grads.append(dy2.sum(axis=0))
         return [dy @ kernel if part.wants_grad(0) else None], grads
+
+    def _aten_forward(self, aten, x, ws):
+        rows = aten.tensor(x).reshape(-1, x.shape[-1])
+        kernel = aten.tensor(ws[0])
+        if self.use_bias:
+            y = aten.torch.addmm(aten.tensor(ws[1]), rows, kernel.t())
+        else:
+            y = aten.torch.mm(rows, kernel.t())
+        y, act_saved = aten_activate(aten, self.activation, y, overwrite=True)
+        return ([aten.array(y).reshape(x.shape[:-1] + (kernel.shape[0],))],
+                vendor.Saved(aten, (rows, kernel, act_saved, x.shape)))
+
+    def _aten_backward(self, aten, dy, rows, kernel, act_saved, in_shape, part):
+        dy = aten.tensor(dy).reshape(-1, kernel.shape[0])
+        dy = aten_activate_backward(aten, self.activation, dy, act_saved)
+        grads = [aten.array(aten.torch.mm(dy.t(), rows))]
+        if self.use_bias:
+            grads.append(aten.array(dy.sum(0)))
+        dx = aten.array(aten.torch.mm(dy, kernel).reshape(in_shape)) if part.wants_grad(0) else None
+        return [dx], grads
 
     def dim_kinds(self, inputs):
         rank = inputs[0].ndim

@@ -4,13 +4,19 @@ Pooling reads the same windows as a convolution (`conv2d.Windows`: padding, halo
 one strided view per kernel offset, combined elementwise; no Python loop over samples or channels.
 Max pooling records which kernel offset won each window, so backward routes each gradient to the
 first maximum of its window, as PyTorch and cuDNN do.
+
+Where torch is installed both directions are one ATen call each (ops/vendor.py). Padding that
+ATen's pooling cannot apply itself (uneven, or over half the kernel) is applied before the call,
+except for an average that excludes the padding from its divisor: that one runs the reference.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .activation import activate, activate_backward, check_activation
+from . import vendor
+from .activation import (activate, activate_backward, aten_activate, aten_activate_backward,
+                         check_activation)
 from .base import Operator, expect_float, expect_rank
 from .conv2d import Pair, Padding, Windows, check_window_args, window_input_box, window_output_hw
 from .spec import DimKind, ShapeError, TensorSpec
@@ -54,6 +60,12 @@ class Pool2D(Operator):
         (x,) = xs
         windows = Windows.of(part, self.kernel, self.stride, self.padding)
         is_max = self.pool_type == "max"
+        aten = vendor.aten(xp)
+        if aten is not None:
+            tensor, padding, explicit = windows.aten_input(
+                aten, x, float("-inf") if is_max else 0.0, (self.kernel[0] // 2, self.kernel[1] // 2))
+            if not (explicit and not is_max and not self.count_include_pad):
+                return self._aten_forward(aten, tensor, padding, explicit, windows)
         taps = windows.taps(windows.pad(xp, x, float("-inf") if is_max else 0.0))
         _, _, first = next(taps)
         pooled = first.copy()
@@ -78,6 +90,8 @@ class Pool2D(Operator):
         return [y], (winner, divisor, act_saved, windows)
 
     def backward(self, xp, dys, saved, part):
+        if isinstance(saved, vendor.Saved):
+            return self._aten_backward(saved.aten, dys[0], *saved.values)
         winner, divisor, act_saved, windows = saved
         dy = activate_backward(xp, self.activation, dys[0], act_saved)
         if winner is None:
@@ -87,6 +101,25 @@ class Pool2D(Operator):
         for k, (_, _, tap) in enumerate(windows.taps(d_padded)):
             windows.scatter(tap, dy if winner is None else dy * (winner == k))
         return [windows.unpad(xp, d_padded)], []
+
+    def _aten_forward(self, aten, tensor, padding, explicit, windows):
+        ops, window = aten.ops, (self.kernel, self.stride, padding)
+        if self.pool_type == "max":
+            y, winner = ops.max_pool2d_with_indices(tensor, *window, (1, 1), False)
+        else:
+            y, winner = ops.avg_pool2d(tensor, *window, False, self.count_include_pad, None), None
+        y, act_saved = aten_activate(aten, self.activation, y, overwrite=True)
+        return [aten.array(y)], vendor.Saved(aten, (tensor, padding, explicit, winner, act_saved,
+                                                    windows))
+
+    def _aten_backward(self, aten, dy, tensor, padding, explicit, winner, act_saved, windows):
+        ops, window = aten.ops, (self.kernel, self.stride, padding)
+        dy = aten_activate_backward(aten, self.activation, aten.tensor(dy), act_saved)
+        if winner is not None:
+            dx = ops.max_pool2d_with_indices_backward(dy, tensor, *window, (1, 1), False, winner)
+        else:
+            dx = ops.avg_pool2d_backward(dy, tensor, *window, False, self.count_include_pad, None)
+        return [aten.array(windows.aten_input_grad(dx, explicit))], []
 
     def _divisor(self, xp, part, dtype):
         """What each window's sum is divided by: kh*kw, or the (out_h, out_w) counts of window

@@ -7,32 +7,24 @@ iteration's inputs, and `out` collecting what must leave the device: data for ot
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 from ..ops.base import Part
 from ..ops.box import Box
+from ..ops.finite import all_finite
 from ..ops.graph import Graph
+from ..ops.losses import Loss
+from ..ops.optimizers import UpdateRule
 from .store import DeviceStore, WeightKey
 
 BUFFER_ROLES = ("running_mean", "running_var")  # weights no optimizer touches
 
 
-class LossFunction(Protocol):
-    def __call__(self, xp, output, label) -> tuple[Any, dict[str, float]]:
-        """Gradient of the loss w.r.t. `output` (or the softmax input) and metric sums."""
-
-
-class Optimizer(Protocol):
-    def init_state(self, xp, weight) -> Any: ...
-
-    def update(self, xp, weight, grad, state, step: int) -> None: ...
-
-
 @dataclass
 class Context:
     graph: Graph
-    loss: LossFunction | None = None
-    optimizer: Optimizer | None = None
+    loss: Loss | None = None
+    optimizer: UpdateRule | None = None
     feeds: dict[int, Any] | None = None  # tensor id -> host array of the current batch
     step: int = 0        # iterations run, seeds dropout
     updates: int = 0     # optimizer steps taken (Adam's bias correction)
@@ -232,7 +224,7 @@ class Update(Action):
             grad = extra if grad is None else grad + extra
         if grad is None:
             return
-        if self.check_finite and not bool(store.xp.isfinite(grad).all()):
+        if self.check_finite and not all_finite(store.xp, grad):
             out.setdefault("metrics", []).append({NONFINITE_GRADIENT: self.key})
             return
         weight = store.weights[self.key]

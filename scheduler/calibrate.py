@@ -6,7 +6,8 @@
   into milliseconds with the reference timed now, so a cached table follows the speed a shared
   machine has today.
 * Device kinds: a worker's kind is its hardware and software fingerprint (CPU model and cores or
-  GPU name, array module, NumPy/CuPy, Python and flexflow-dask versions, BLAS threads, whether
+  GPU name, array module, NumPy/CuPy, Python and flexflow-dask versions, BLAS threads, the
+  kernels it runs and torch's version when they are the vendor ones (ops/vendor.py), whether
   the allocator keeps freed memory, as our workers' does: scheduler/allocator.py); workers
   with one fingerprint share measurements.
 * Cores: a run of reference kernels on one device, and on all at once (started at one
@@ -51,9 +52,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..ops import vendor
 from ..ops.base import Part
 from ..ops.box import Box
 from ..ops.elementwise import ElementUnary
+from ..ops.finite import all_finite
 from ..ops.graph import Graph
 from ..ops.spec import TensorSpec
 from . import actions as A
@@ -124,7 +127,10 @@ def fingerprint(cpu_only: bool = False) -> dict:
             "cores": os.cpu_count(), "cpu": _cpu_model(),
             "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS")
             or os.environ.get("OMP_NUM_THREADS"),
-            "flexflow_dask": metadata.version("flexflow-dask"), "allocator": allocator.policy()}
+            "flexflow_dask": metadata.version("flexflow-dask"), "allocator": allocator.policy(),
+            "kernels": vendor.kernel_path()}
+    if info["kernels"] == "vendor":
+        info["torch"] = metadata.version("torch")
     if xp.__name__ == "cupy":
         info["gpu"] = xp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     return info
@@ -221,7 +227,7 @@ def _kernel(xp, rng, call: KernelCall) -> Callable[[], Any]:
     if call.phase == "check":
         (shape,) = call.probe
         grad = _array(xp, rng, shape, "float32")
-        return lambda: bool(xp.isfinite(grad).all())
+        return lambda: all_finite(xp, grad)
     if call.phase == "sum":
         (shape,) = call.probe
         grad, extra = _array(xp, rng, shape, "float32"), _array(xp, rng, shape, "float32")

@@ -173,9 +173,9 @@ def start_local(num_devices: int, device_memory_mb: int = 0, stream=sys.stdout) 
     if gpus:
         from dask_cuda import LocalCUDACluster
 
-        pool = f"{device_memory_mb}MB" if device_memory_mb else None
-        owned = LocalCUDACluster(n_workers=min(num_devices, gpus), rmm_pool_size=pool,
-                                 dashboard_address=":0", security=security)
+        owned = LocalCUDACluster(n_workers=min(num_devices, gpus), dashboard_address=":0",
+                                 security=security, **_memory_pools(LocalCUDACluster,
+                                                                    device_memory_mb))
     else:
         from distributed import LocalCluster
 
@@ -190,6 +190,21 @@ def start_local(num_devices: int, device_memory_mb: int = 0, stream=sys.stdout) 
     print(f"Dask dashboard: {client.dashboard_link}", file=stream)
     _STARTED[key] = cluster
     return cluster
+
+
+def _memory_pools(cluster_class, device_memory_mb: int) -> dict:
+    """LocalCUDACluster's options for GPU memory: an RMM pool of `-ll:fsize` MB (or, with RMM
+    installed and no size given, CUDA's own asynchronous pool), which CuPy and torch both
+    allocate from where dask-cuda can set that up (ops/vendor.py's kernels use both)."""
+    import importlib.util
+    import inspect
+    options: dict = {"rmm_pool_size": f"{device_memory_mb}MB"} if device_memory_mb else {}
+    shared = "rmm_allocator_external_lib_list" in inspect.signature(cluster_class).parameters
+    if shared and importlib.util.find_spec("rmm") is not None:
+        options.setdefault("rmm_async", not device_memory_mb)
+        libraries = ["cupy"] + (["torch"] if importlib.util.find_spec("torch") else [])
+        options["rmm_allocator_external_lib_list"] = libraries
+    return options
 
 
 def single_threaded_blas() -> dict[str, str]:

@@ -11,12 +11,12 @@ per device), so what it adds to the per-iteration overhead is the machinery's, n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy
 
 from ..ops.dense import Dense
 from ..ops.graph import Graph
+from ..ops.losses import Loss
+from ..ops.optimizers import SGD
 from ..ops.softmax import Softmax
 from ..ops.spec import TensorSpec
 from .actions import Context
@@ -26,31 +26,6 @@ from .taskgraph import Objective, build_task_graph
 WIDTH = 4              # features and classes
 SAMPLES_PER_DEVICE = 2
 LEARNING_RATE = 0.01
-
-
-@dataclass(frozen=True)
-class ProbeLoss:
-    """Cross-entropy through the softmax, as the executor's losses are called: the gradient
-    and one metric sum."""
-
-    batch: int
-
-    def __call__(self, xp, out, label):
-        target = (xp.arange(out.shape[-1]) == label).astype(out.dtype)
-        return (out - target) / self.batch, {"probe_loss": float((out * target).sum())}
-
-
-@dataclass(frozen=True)
-class ProbeOptimizer:
-    """Plain SGD, with no state."""
-
-    lr: float = LEARNING_RATE
-
-    def init_state(self, xp, weight) -> dict:
-        return {}
-
-    def update(self, xp, weight, grad, state, step: int) -> None:
-        weight -= self.lr * grad
 
 
 class ModelProbe:
@@ -67,7 +42,9 @@ class ModelProbe:
         self.objective = Objective(out, label, through_softmax=True)
         self.taskgraph = build_task_graph(self.graph, data_parallel_strategy(self.graph, devices),
                                           devices, self.objective)
-        self.loss, self.optimizer = ProbeLoss(batch), ProbeOptimizer()
+        self.loss = Loss(kind="sparse_categorical_crossentropy", metrics=(), batch_size=batch,
+                         sample_size=WIDTH, through_softmax=True)
+        self.optimizer = SGD(lr=LEARNING_RATE)
         rng = numpy.random.default_rng(0)
         self.feeds = {x: rng.standard_normal((batch, WIDTH)).astype(numpy.float32),
                       label: rng.integers(0, WIDTH, (batch, 1)).astype(numpy.int32)}

@@ -36,6 +36,8 @@ def run_op(op, xs: Sequence[np.ndarray], ws: Sequence[np.ndarray], dys=None, tra
     if dys is None:
         return ys, None, None
     dxs, dws = op.backward(np, dys, saved, part)
+    assert len(dxs) == len(xs), f"{op}: {len(dxs)} input gradients for {len(xs)} inputs"
+    assert len(dws) == len(ws), f"{op}: {len(dws)} weight gradients for {len(ws)} weights"
     return ys, dxs, dws
 
 
@@ -72,18 +74,26 @@ def check_op(op, xs: Sequence[np.ndarray], ws: Sequence[np.ndarray],
         return ys
     torch.autograd.backward([y for y in t_ys if y.requires_grad],
                             [torch.tensor(d) for d, y in zip(dys, t_ys) if y.requires_grad])
-    for i, (dx, t_x) in enumerate(zip(dxs, t_xs)):
+    for i, (dx, t_x) in enumerate(zip(dxs, t_xs, strict=True)):
         if not t_x.requires_grad:
             assert dx is None, f"{op}: gradient returned for integer input {i}"
             continue
-        expected = t_x.grad.numpy() if t_x.grad is not None else np.zeros(t_x.shape, np.float32)
-        np.testing.assert_allclose(dx, expected, rtol=rtol, atol=atol,
-                                   err_msg=f"{op}: gradient of input {i}")
-    for spec, dw, t_w in zip(specs, dws, t_ws):
-        expected = t_w.grad.numpy() if t_w.grad is not None else np.zeros(t_w.shape, np.float32)
-        np.testing.assert_allclose(dw, expected, rtol=rtol, atol=atol,
-                                   err_msg=f"{op}: gradient of weight {spec.name}")
+        _compare_grad(dx, t_x, rtol, atol, f"{op}: gradient of input {i}")
+    for spec, dw, t_w in zip(specs, dws, t_ws, strict=True):
+        _compare_grad(dw, t_w, rtol, atol, f"{op}: gradient of weight {spec.name}")
     return ys
+
+
+def _compare_grad(grad, t_value, rtol, atol, what: str) -> None:
+    """A kernel's gradient against torch's: present, of the value's shape, equal. A value torch
+    gives no gradient to must get zeros (or None, which only a kernel may say of such a value)."""
+    if t_value.grad is None and grad is None:
+        return
+    assert grad is not None, f"{what} is missing"
+    assert tuple(grad.shape) == tuple(t_value.shape), f"{what}: {grad.shape} != {t_value.shape}"
+    expected = t_value.grad.numpy() if t_value.grad is not None else np.zeros(t_value.shape,
+                                                                                np.float32)
+    np.testing.assert_allclose(grad, expected, rtol=rtol, atol=atol, err_msg=what)
 
 
 def randn(*shape, seed=0, scale=1.0):
@@ -149,17 +159,17 @@ def check_partitioned(op, xs: Sequence[np.ndarray], ws: Sequence[np.ndarray], di
                          for r in backward_runs]
     for part_dys, saved, part, in_boxes, w_boxes in backward_runs:
         dxs, dws = op.backward(np, part_dys, saved, part)
-        for acc, dx, box in zip(sum_dxs, dxs, in_boxes):
+        for acc, dx, box in zip(sum_dxs, dxs, in_boxes, strict=True):
             if acc is not None:
                 acc[box.relative_to(Box.full(acc.shape))] += dx
-        for acc, dw, box in zip(sum_dws, dws, w_boxes):
+        for acc, dw, box in zip(sum_dws, dws, w_boxes, strict=True):
             if acc is not None:
                 acc[box.relative_to(Box.full(acc.shape))] += dw
-    for i, (acc, full) in enumerate(zip(sum_dxs, full_dxs)):
+    for i, (acc, full) in enumerate(zip(sum_dxs, full_dxs, strict=True)):
         if acc is not None:
             np.testing.assert_allclose(acc, full, rtol=rtol, atol=atol,
                                        err_msg=f"{op}: summed gradient of input {i}, dim {dim}")
-    for spec, acc, full in zip(w_specs, sum_dws, full_dws):
+    for spec, acc, full in zip(w_specs, sum_dws, full_dws, strict=True):
         if acc is not None:
             np.testing.assert_allclose(acc, full, rtol=rtol, atol=atol,
                                        err_msg=f"{op}: summed gradient of {spec.name}, dim {dim}")

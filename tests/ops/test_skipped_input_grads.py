@@ -29,5 +29,6 @@ def test_weight_grads_do_not_depend_on_input_grad(op, x, ws):
         dxs, dws = op.backward(np, [dy], saved, part)
         assert (dxs[0] is None) == (not wanted)
         grads[wanted] = dws
-    for with_dx, without_dx in zip(grads[True], grads[False]):
+    assert len(grads[True]) == len(ws) and len(grads[False]) == len(ws)
+    for with_dx, without_dx in zip(grads[True], grads[False], strict=True):
         np.testing.assert_array_equal(with_dx, without_dx)

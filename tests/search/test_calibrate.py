@@ -94,7 +94,8 @@ def test_the_model_probe_is_a_real_training_iteration():
     probe.start(executor)
     before = executor.get_weights({(0, 0): (4, 4)})[(0, 0)].copy()
     records = probe.step(executor)
-    assert [sorted(r) for r in records] == [["probe_loss"], ["probe_loss"]]  # one per device
+    assert [sorted(r) for r in records] == [["loss", "samples"]] * 2  # one per device
+    assert [r["samples"] for r in records] == [2, 2]
     assert not (executor.get_weights({(0, 0): (4, 4)})[(0, 0)] == before).all()
 
 

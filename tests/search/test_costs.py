@@ -21,7 +21,7 @@ def test_checked_updates_cost_one_more_pass_over_the_gradient():
     ff, objective = compiled(mlp, BATCH)
     machine = small_machine(devices=2, nodes=1)
     strategy = data_parallel_strategy(ff.graph, 2)
-    plain, checked = (Simulator(ff.graph, objective, machine, ff._loss, ff.optimizer, flag)
+    plain, checked = (Simulator(ff.graph, objective, machine, ff._loss, ff.optimizer.rule(), flag)
                       .simulate_full(strategy) for flag in (False, True))
     kind = machine.kind(0)
     shapes = [t.action.key[2].shape for p in plain.plans for t in p.tasks
@@ -45,7 +45,7 @@ def test_calibration_times_the_gradient_test():
 def test_an_owner_adds_each_gradient_a_replica_sends_in():
     ff, objective = compiled(mlp, BATCH)
     machine = small_machine(devices=2, nodes=1)
-    simulator = Simulator(ff.graph, objective, machine, ff._loss, ff.optimizer)
+    simulator = Simulator(ff.graph, objective, machine, ff._loss, ff.optimizer.rule())
     simulation = simulator.simulate_full(data_parallel_strategy(ff.graph, 2))
     kind, calls = machine.kind(0), simulator.calls
     for plan in simulation.plans:

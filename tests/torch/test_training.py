@@ -90,7 +90,7 @@ def _assert_running_statistics_match(model, ff):
             layer = ff.get_layer_by_name(name.replace(".", "_"))
             for k, buffer in ((2, module.running_mean), (3, module.running_var)):
                 np.testing.assert_allclose(layer.get_parameter_by_id(k).get_weights(ff),
-                                           buffer.numpy(), rtol=1e-4, atol=1e-5,
+                                           buffer.float().numpy(), rtol=1e-4, atol=1e-5,
                                            err_msg=f"{name} buffer {k}")
 
 
@@ -123,8 +123,9 @@ def test_resnet18_losses_follow_pytorch():
     ours, ff = ff_losses(model, data, 0.005, probabilities=False)
     theirs = torch_losses(model, data, 0.005, probabilities=False)
     exact = torch_losses(reference, data, 0.005, probabilities=False)
-    assert max(abs(a - b) / b for a, b in zip(theirs, exact)) < 3e-5, (
-        "this setting is chaotic here: PyTorch's float32 run leaves its float64 run")
+    # float32 rounding grows over the steps, differently on different CPUs' kernels: the
+    # float64 run is the oracle, and PyTorch's own float32 run must stay as close to it
+    np.testing.assert_allclose(theirs, exact, rtol=1e-4, err_msg="the setting is chaotic here")
     assert theirs[-1] < 0.1 * theirs[0]  # it trained
-    np.testing.assert_allclose(ours, theirs, rtol=1e-4)
-    _assert_running_statistics_match(model, ff)
+    np.testing.assert_allclose(ours, exact, rtol=1e-4)
+    _assert_running_statistics_match(reference, ff)
