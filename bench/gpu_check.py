@@ -1,22 +1,31 @@
 """GPU check, for a machine with an NVIDIA GPU, CuPy and dask-cuda:
 
-1. every operator's CuPy forward and backward against its NumPy run (the CPU path, itself tested
-   against PyTorch), on the same inputs;
-2. a CNN trained on a 1-GPU `dask_cuda.LocalCUDACluster` (`-ll:gpu 1`), with its losses compared
-   to the in-process NumPy run;
-3. step time of that CNN against PyTorch on the same GPU.
+1. every operator's CuPy forward and backward, on the vendor kernels (torch's CUDA kernels on
+   CuPy buffers through DLPack: ops/vendor.py) and on the reference CuPy kernels, against the
+   NumPy reference kernels (themselves tested against PyTorch), on the same inputs;
+2. that CuPy and torch allocate from one memory pool;
+3. a CNN trained on a 1-GPU `dask_cuda.LocalCUDACluster` (`-ll:gpu 1`), with its losses compared
+   to the in-process NumPy run, and its step time;
+4. the in-process step of that CNN against PyTorch on the same GPU at batch 64 (launch-bound)
+   and 512 (kernel-bound), with the CUDA kernels each step launches.
+
+Results also go to `$OUT/gpu_check.json` when `OUT` is set.
 
     python bench/gpu_check.py            # exits 0 and says so when no GPU is present
 """
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
+from flexflow.ops import vendor
 from flexflow.ops.attention import MultiHeadAttention
 from flexflow.ops.base import Part
 from flexflow.ops.batch_matmul import BatchMatmul
@@ -93,24 +102,42 @@ def to_host(a):
     return None if a is None else (a.get() if hasattr(a, "get") else np.asarray(a))
 
 
-def check_operators(cupy) -> int:
+def check_operators(cupy, path: str) -> int:
+    """Every case on CuPy with the `path` kernels against the NumPy reference kernels."""
     failures = 0
     for op, xs, ws in cases():
-        cpu_ys, _ = run(op, np, xs, [w.copy() for w in ws])
-        dys = [rand(*y.shape) for y in cpu_ys]
-        cpu_ys, cpu_grads = run(op, np, xs, [w.copy() for w in ws], dys)
-        gpu_ys, gpu_grads = run(op, cupy, xs, [w.copy() for w in ws], dys)
+        with vendor.kernels("reference"):
+            cpu_ys, _ = run(op, np, xs, [w.copy() for w in ws])
+            dys = [rand(*y.shape) for y in cpu_ys]
+            cpu_ys, cpu_grads = run(op, np, xs, [w.copy() for w in ws], dys)
+        with vendor.kernels(path):
+            gpu_ys, gpu_grads = run(op, cupy, xs, [w.copy() for w in ws], dys)
         try:
-            for a, b in zip(cpu_ys + cpu_grads, gpu_ys + gpu_grads):
+            for a, b in zip(cpu_ys + cpu_grads, gpu_ys + gpu_grads, strict=True):
                 if a is None or b is None:
                     assert a is None and b is None, "one side has no gradient"
                     continue
                 np.testing.assert_allclose(to_host(b), a, rtol=1e-4, atol=1e-5)
-            print(f"ok    {op}")
+            print(f"ok    {path:9s} {op}")
         except AssertionError as error:
             failures += 1
-            print(f"FAIL  {op}: {str(error).splitlines()[0]}")
+            print(f"FAIL  {path:9s} {op}: {str(error).splitlines()[0]}")
     return failures
+
+
+def check_one_memory_pool(cupy) -> int:
+    """After the vendor bridge is made, CuPy allocates from torch's pool (or both from RMM)."""
+    import torch
+    vendor.aten(cupy)
+    before = torch.cuda.memory_allocated()
+    block = cupy.empty(64 << 20, dtype=cupy.uint8)
+    grew = torch.cuda.memory_allocated() - before
+    del block
+    uses_rmm = "rmm" in (getattr(cupy.cuda.get_allocator(), "__module__", None) or "")
+    ok = grew >= 64 << 20 or uses_rmm
+    print(f"{'ok  ' if ok else 'FAIL'}  one memory pool: a 64 MiB CuPy array grew torch's "
+          f"allocated memory by {grew >> 20} MiB")
+    return 0 if ok else 1
 
 
 def cnn(ff, batch):
@@ -149,6 +176,60 @@ def time_median(step, repeats=5, steps=10):
     return statistics.median(runs)
 
 
+def torch_cnn(batch):
+    import torch
+    from torch import nn
+
+    net = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 64, 3, padding=1),
+                        nn.ReLU(), nn.MaxPool2d(2, 2), nn.Flatten(),
+                        nn.Linear(64 * 16 * 16, 10)).cuda()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    return net, opt
+
+
+def torch_step_of(xb, yb):
+    import torch
+    from torch import nn
+
+    net, opt = torch_cnn(len(xb))
+    tx, ty = torch.tensor(xb).cuda(), torch.tensor(yb[:, 0]).long().cuda()
+
+    def torch_step():
+        opt.zero_grad()
+        nn.functional.cross_entropy(net(tx), ty).backward()
+        opt.step()
+        torch.cuda.synchronize()
+    return torch_step
+
+
+def launches(step) -> int:
+    """CUDA kernels one call of `step` launches (every library's: CUPTI sees them all)."""
+    from torch.profiler import ProfilerActivity, profile
+    step()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+    return sum(1 for e in prof.events() if e.device_type.name == "CUDA")
+
+
+def compare_steps(batch: int, results: dict) -> None:
+    """In-process CNN step on CuPy (vendor kernels) against PyTorch CUDA, at `batch`."""
+    import cupy
+    xb = rand(batch, 3, 32, 32)
+    yb = RNG.integers(0, 10, (batch, 1)).astype(np.int32)
+    ours_ff, _ = train([], batch, 1, xb, yb)
+
+    def ours():
+        ours_ff.train_step()
+        cupy.cuda.get_current_stream().synchronize()
+    theirs = torch_step_of(xb, yb)
+    ms = {"flexflow-dask": time_median(ours) * 1e3, "pytorch": time_median(theirs) * 1e3}
+    counts = {"flexflow-dask": launches(ours), "pytorch": launches(theirs)}
+    results[f"batch {batch}"] = {"ms": ms, "launches": counts}
+    print(f"CNN step in-process, batch {batch}: flexflow-dask {ms['flexflow-dask']:.2f} ms "
+          f"({counts['flexflow-dask']} launches), PyTorch {ms['pytorch']:.2f} ms "
+          f"({counts['pytorch']} launches), ratio {ms['flexflow-dask'] / ms['pytorch']:.2f}x")
+
+
 def main() -> int:
     try:
         import cupy
@@ -158,37 +239,26 @@ def main() -> int:
     except Exception as error:  # no cupy, no driver, no device
         print(f"no GPU here ({error}); nothing to check")
         return 0
-    failures = check_operators(cupy)
-
+    failures = sum(check_operators(cupy, path) for path in ("vendor", "reference"))
+    failures += check_one_memory_pool(cupy)
+    results: dict = {"failures": failures}
     batch = 64
     xb = rand(batch, 3, 32, 32)
     yb = RNG.integers(0, 10, (batch, 1)).astype(np.int32)
-    _, cpu_losses = train(["--cpu"], batch, 5, xb, yb)
+    with vendor.kernels("reference"):
+        _, cpu_losses = train(["--cpu"], batch, 5, xb, yb)
     gpu, gpu_losses = train(["-ll:gpu", "1", "--cluster"], batch, 5, xb, yb)  # LocalCUDACluster
     print(f"losses numpy {np.round(cpu_losses, 5)}\nlosses cupy  {np.round(gpu_losses, 5)}")
     if not np.allclose(cpu_losses, gpu_losses, rtol=1e-3):
         failures += 1
         print("FAIL  training losses differ between the NumPy and CuPy runs")
-
-    import torch
-    from torch import nn
-
-    net = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 64, 3, padding=1),
-                        nn.ReLU(), nn.MaxPool2d(2, 2), nn.Flatten(),
-                        nn.Linear(64 * 16 * 16, 10)).cuda()
-    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    tx, ty = torch.tensor(xb).cuda(), torch.tensor(yb[:, 0]).long().cuda()
-
-    def torch_step():
-        opt.zero_grad()
-        nn.functional.cross_entropy(net(tx), ty).backward()
-        opt.step()
-        torch.cuda.synchronize()
-
-    ours = time_median(gpu.train_step)
-    theirs = time_median(torch_step)
-    print(f"CNN step on 1 GPU: flexflow-dask {ours * 1e3:.2f} ms, PyTorch {theirs * 1e3:.2f} ms, "
-          f"ratio {ours / theirs:.2f}x")
+    cluster_ms = time_median(gpu.train_step) * 1e3
+    results["cluster batch 64 ms"] = cluster_ms
+    print(f"CNN step on a 1-GPU LocalCUDACluster, batch 64: {cluster_ms:.2f} ms")
+    for batch in (64, 512):
+        compare_steps(batch, results)
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "gpu_check.json").write_text(json.dumps(results, indent=1))
     print("GPU check passed" if not failures else f"GPU check: {failures} failure(s)")
     return 1 if failures else 0
 

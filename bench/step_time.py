@@ -5,15 +5,17 @@ Models (batch 64, SGD with momentum, sparse cross-entropy):
     cifar10_cnn  FlexFlow's cifar10_cnn: four 3x3 convolutions, two max pools, dense 512, dense 10
     resnet18     ResNet-18 on 3x32x32 images (bench/dnn.py: resnet18_cifar), with batch norm
 
-Each thread count runs in a child process of its own (BLAS fixes its thread pool when NumPy is
-imported), where both frameworks get that many threads. There each model is timed in rounds
-that alternate flexflow-dask with the vendor kernels (torch's oneDNN and MKL on our arrays,
-ops/vendor.py), flexflow-dask with the reference NumPy kernels, and PyTorch, so a slow spell of
-a shared host hits all three; a round is the mean step time of a run of steps, and the figures
-are medians over rounds. Ratios are flexflow-dask / PyTorch (lower is better).
+Each pair of a thread count and a kernel path runs in a child process of its own: BLAS fixes
+its thread pool when NumPy is imported, and the reference kernels' BLAS threads, spinning after
+each product, would slow down torch's threads in the same process. Both frameworks get that
+many threads. In a child each model is timed in rounds that alternate flexflow-dask (on the
+vendor kernels, torch's oneDNN and MKL on our arrays, ops/vendor.py, or on the reference NumPy
+kernels) with PyTorch, so a slow spell of a shared host hits both; a round is the mean step
+time of a run of steps, and the figures are medians over rounds. Ratios are flexflow-dask /
+PyTorch in the same process (lower is better).
 
-    python bench/step_time.py [--rounds 5] [--threads 1 2] [--models mlp cifar10_cnn resnet18]
-                              [--no-reference]
+    python bench/step_time.py [--rounds 5] [--threads 1 2] [--kernels vendor reference]
+                              [--models mlp cifar10_cnn resnet18]
 """
 
 from __future__ import annotations
@@ -125,16 +127,6 @@ def torch_step(name: str, xb, yb):
     return step
 
 
-def on_kernels(path: str, step):
-    """`step` run with the kernels of `path` (ops/vendor.py)."""
-    from flexflow.ops import vendor
-
-    def run():
-        with vendor.kernels(path):
-            step()
-    return run
-
-
 def mean_step_ms(step, steps: int) -> float:
     start = time.perf_counter()
     for _ in range(steps):
@@ -142,14 +134,11 @@ def mean_step_ms(step, steps: int) -> float:
     return (time.perf_counter() - start) / steps * 1e3
 
 
-def measure(name: str, rounds: int, reference: bool) -> dict[str, float]:
-    """Median over alternating rounds of each system's mean step time (ms)."""
+def measure(name: str, rounds: int) -> dict[str, float]:
+    """Median over alternating rounds of each framework's mean step time (ms)."""
     import numpy as np
     xb, yb = batch_of(name, np.random.default_rng(0))
-    flexflow = flexflow_step(name, xb, yb)
-    systems = {"vendor": on_kernels("vendor", flexflow), "pytorch": torch_step(name, xb, yb)}
-    if reference:
-        systems["reference"] = on_kernels("reference", flexflow)
+    systems = {"flexflow": flexflow_step(name, xb, yb), "pytorch": torch_step(name, xb, yb)}
     for step in systems.values():
         step()  # warm-up: first-call costs and the optimizer state
     times: dict[str, list[float]] = {system: [] for system in systems}
@@ -162,24 +151,26 @@ def measure(name: str, rounds: int, reference: bool) -> dict[str, float]:
 def child(args) -> None:
     import torch
     from host_load import StealMeter, describe
-    (threads,) = args.threads
+
+    from flexflow.ops import vendor
+    (threads,), (path,) = args.threads, args.kernels
+    vendor.use_kernels(path)
     torch.set_num_threads(threads)
     for name in args.models:
         steal = StealMeter()
-        ms = measure(name, args.rounds, args.reference)
-        paths = "".join(f"  {path} {ms[path]:8.1f} ms {ms[path] / ms['pytorch']:5.2f}x"
-                        for path in ("vendor", "reference") if path in ms)
-        print(f"{name:12s} {threads} thread(s)  pytorch {ms['pytorch']:8.1f} ms{paths}  "
-              f"({describe(steal.read())})", flush=True)
+        ms = measure(name, args.rounds)
+        print(f"{name:12s} {threads} thread(s)  {vendor.kernel_path():9s}  flexflow-dask "
+              f"{ms['flexflow']:8.1f} ms  pytorch {ms['pytorch']:8.1f} ms  ratio "
+              f"{ms['flexflow'] / ms['pytorch']:5.2f}x  ({describe(steal.read())})", flush=True)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--kernels", nargs="+", choices=("vendor", "reference"),
+                        default=["vendor", "reference"])
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
-    parser.add_argument("--no-reference", dest="reference", action="store_false",
-                        help="time only the vendor kernels and PyTorch")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
@@ -190,11 +181,11 @@ def main():
     print(f"torch {torch.__version__}; batch {BATCH}; median of {args.rounds} alternating rounds; "
           f"flexflow-dask / PyTorch (lower is better)", flush=True)
     for threads in args.threads:
-        env = dict(os.environ, **{name: str(threads) for name in THREAD_VARIABLES})
-        command = [sys.executable, __file__, "--child", "--threads", str(threads),
-                   "--rounds", str(args.rounds), "--models", *args.models]
-        subprocess.run(command + ([] if args.reference else ["--no-reference"]), env=env,
-                       check=True)
+        for path in args.kernels:
+            env = dict(os.environ, **{name: str(threads) for name in THREAD_VARIABLES})
+            subprocess.run([sys.executable, __file__, "--child", "--threads", str(threads),
+                            "--kernels", path, "--rounds", str(args.rounds),
+                            "--models", *args.models], env=env, check=True)
 
 
 if __name__ == "__main__":

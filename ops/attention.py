@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from .base import Operator, expect_count, expect_float
 from .box import Box
 from .spec import DimKind, ShapeError, TensorSpec, WeightSpec
+from .vendor import matmul
 
 
 def _split_heads(x, heads: int):
@@ -38,13 +39,13 @@ def _merge_heads(x):
     return x.transpose(0, 2, 1, 3).reshape(b, length, heads * d)
 
 
-def _linear_backward(dy, x, kernel, with_bias: bool):
+def _linear_backward(xp, dy, x, kernel, with_bias: bool):
     """Gradients of y = x @ kernel.T (+ bias) over (b, L, features): (dx, [dkernel, dbias])."""
     dy2 = dy.reshape(-1, dy.shape[-1])
-    grads = [dy2.T @ x.reshape(-1, x.shape[-1])]
+    grads = [matmul(xp, dy2.T, x.reshape(-1, x.shape[-1]))]
     if with_bias:
         grads.append(dy2.sum(axis=0))
-    return dy @ kernel, grads
+    return matmul(xp, dy, kernel), grads
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ class MultiHeadAttention(Operator):
         kernels, biases, out_kernel, out_bias, bias_kv = self._unpack(ws)
         projected = []
         for x, kernel, bias in zip(xs, kernels, biases):
-            y = x @ kernel.T
+            y = matmul(xp, x, kernel.T)
             projected.append(y + bias if self.bias else y)
         q, k, v = projected
         batch = q.shape[0]
@@ -143,11 +144,11 @@ class MultiHeadAttention(Operator):
                                       for _, bv in extra], axis=1)
         qh, kh, vh = (_split_heads(t, self.num_heads) for t in (q, k, v))
         scale = 1.0 / math.sqrt(self.embed_dim // self.num_heads)
-        scores = (qh @ kh.swapaxes(-1, -2)) * scale
+        scores = matmul(xp, qh, kh.swapaxes(-1, -2)) * scale
         scores = xp.exp(scores - scores.max(axis=-1, keepdims=True))
         attn = scores / scores.sum(axis=-1, keepdims=True)
-        context = _merge_heads(attn @ vh)
-        out = context @ out_kernel.T
+        context = _merge_heads(matmul(xp, attn, vh))
+        out = matmul(xp, context, out_kernel.T)
         if self.bias:
             out = out + out_bias
         return [out], (xs, kernels, out_kernel, qh, kh, vh, attn, context, scale)
@@ -155,13 +156,13 @@ class MultiHeadAttention(Operator):
     def backward(self, xp, dys, saved, part):
         xs, kernels, out_kernel, qh, kh, vh, attn, context, scale = saved
         (dy,) = dys
-        dcontext, out_grads = _linear_backward(dy, context, out_kernel, self.bias)
+        dcontext, out_grads = _linear_backward(xp, dy, context, out_kernel, self.bias)
         dctx = _split_heads(dcontext, self.num_heads)
-        dattn = dctx @ vh.swapaxes(-1, -2)
-        dvh = attn.swapaxes(-1, -2) @ dctx
+        dattn = matmul(xp, dctx, vh.swapaxes(-1, -2))
+        dvh = matmul(xp, attn.swapaxes(-1, -2), dctx)
         dscores = attn * (dattn - (dattn * attn).sum(axis=-1, keepdims=True)) * scale
-        dq = _merge_heads(dscores @ kh)
-        dk = _merge_heads(dscores.swapaxes(-1, -2) @ qh)
+        dq = _merge_heads(matmul(xp, dscores, kh))
+        dk = _merge_heads(matmul(xp, dscores.swapaxes(-1, -2), qh))
         dv = _merge_heads(dvh)
         length = xs[1].shape[1]
         # the rows after the real keys/values: bias_k/bias_v get the sum over the batch of theirs,
@@ -171,7 +172,7 @@ class MultiHeadAttention(Operator):
         dk, dv = dk[:, :length], dv[:, :length]
         dxs, kernel_grads, bias_grads = [], [], []
         for dproj, x, kernel in zip((dq, dk, dv), xs, kernels):
-            dx, grads = _linear_backward(dproj, x, kernel, self.bias)
+            dx, grads = _linear_backward(xp, dproj, x, kernel, self.bias)
             dxs.append(dx)
             kernel_grads.append(grads[0])
             bias_grads += grads[1:]

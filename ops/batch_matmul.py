@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from .base import Operator, expect_count, expect_float
 from .spec import DimKind, ShapeError, TensorSpec
+from .vendor import matmul
 
 
 @dataclass(frozen=True)
@@ -40,12 +41,12 @@ class BatchMatmul(Operator):
 
     def forward(self, xp, xs, ws, part):
         a, b = xs
-        return [a @ b], (a, b)
+        return [matmul(xp, a, b)], (a, b)
 
     def backward(self, xp, dys, saved, part):
         a, b = saved
         (dy,) = dys
-        return [dy @ b.swapaxes(-1, -2), a.swapaxes(-1, -2) @ dy], []
+        return [matmul(xp, dy, b.swapaxes(-1, -2)), matmul(xp, a.swapaxes(-1, -2), dy)], []
 
     def dim_kinds(self, inputs):
         rank = inputs[0].ndim

@@ -29,7 +29,7 @@ def _channel_sum(a):
 def _channel_dot(xp, a, b):
     """Per-channel sum of a * b, as one dot product per (sample, channel): no temporary."""
     n, c = a.shape[:2]
-    dots = xp.matmul(a.reshape(n, c, 1, -1), b.reshape(n, c, -1, 1))
+    dots = vendor.matmul(xp, a.reshape(n, c, 1, -1), b.reshape(n, c, -1, 1))
     return dots.reshape(n, c).sum(axis=0)
 
 

@@ -3,6 +3,10 @@
 Every output element depends only on the input element(s) at the same position, so every output
 dim splits without communication. This module also owns `independent_dim_kinds`, the SOAP kinds of
 such dims, which the other layout-preserving operators (softmax, dropout, concat, ...) reuse.
+
+Where torch is installed (ops/vendor.py) the activations run as one ATen call each way, and the
+binary functions' forward as one torch call, which uses every thread torch has where NumPy uses
+one; the other unary functions and the binary backward stay NumPy/CuPy expressions.
 """
 
 from __future__ import annotations
@@ -10,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .activation import activate, activate_backward
+from . import vendor
+from .activation import activate, activate_backward, aten_activate, aten_activate_backward
 from .base import Operator, expect_count, expect_float, sum_to_shape
 from .box import Box
 from .spec import DimKind, ShapeError, TensorSpec
@@ -63,6 +68,10 @@ class ElementUnary(Operator):
         (x,) = xs
         func = self.func
         if func in _ACTIVATION_FUNCS:
+            aten = vendor.aten(xp)
+            if aten is not None:
+                y, saved = aten_activate(aten, func, aten.tensor(x))
+                return [aten.array(y)], vendor.Saved(aten, (saved,))
             y, saved = activate(xp, func, x)
             return [y], saved
         # float() keeps a numpy float64 scalar from promoting a float32 tensor.
@@ -88,6 +97,9 @@ class ElementUnary(Operator):
     def backward(self, xp, dys, saved, part):
         (dy,) = dys
         func = self.func
+        if isinstance(saved, vendor.Saved):
+            aten, (saved,) = saved.aten, saved.values
+            return [aten.array(aten_activate_backward(aten, func, aten.tensor(dy), saved))], []
         if func in _ACTIVATION_FUNCS:
             return [activate_backward(xp, func, dy, saved)], []
         s = None if self.scalar is None else float(self.scalar)
@@ -113,6 +125,7 @@ class ElementUnary(Operator):
 
 BINARY_FUNCS = {"add": "Add", "subtract": "Sub", "multiply": "Mul", "divide": "Div",
                 "maximum": "Max", "minimum": "Min"}
+_ATEN_BINARY = {"subtract": "sub", "multiply": "mul", "divide": "div"}  # torch's other names
 
 
 def broadcast_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
@@ -162,6 +175,11 @@ class ElementBinary(Operator):
 
     def forward(self, xp, xs, ws, part):
         a, b = xs
+        aten = vendor.aten(xp)
+        if aten is not None:  # one pass, on every thread torch has
+            y = getattr(aten.torch, _ATEN_BINARY.get(self.func, self.func))(aten.tensor(a),
+                                                                          aten.tensor(b))
+            return [aten.array(y)], (a, b)
         ops = {"add": lambda: a + b, "subtract": lambda: a - b, "multiply": lambda: a * b,
                "divide": lambda: a / b, "maximum": lambda: xp.maximum(a, b),
                "minimum": lambda: xp.minimum(a, b)}

@@ -6,13 +6,15 @@ loss module owns that shortcut if it wants it.
 
 Every dim except `axis` splits without communication. `axis` splits too, as a reduction dim:
 each partition's forward partial is its (max, sum of exp(x - max)) per row, merged as a
-log-sum-exp; the backward partial is its sum(dy * y) per row, merged by summing.
+log-sum-exp; the backward partial is its sum(dy * y) per row, merged by summing. An unsplit
+axis runs torch's softmax and its backward where torch is installed (ops/vendor.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import vendor
 from .base import Operator, expect_count, expect_float, normalize_axis
 from .elementwise import independent_dim_kinds
 from .spec import TensorSpec
@@ -54,6 +56,10 @@ class Softmax(Operator):
 
     def forward(self, xp, xs, ws, part):
         (x,) = xs
+        aten = vendor.aten(xp)
+        if aten is not None and part.reduced is None:
+            y = aten.torch.softmax(aten.tensor(x), self._axis(x.ndim))
+            return [aten.array(y)], vendor.Saved(aten, (y,))
         peak, total = (part.reduced if part.reduced is not None
                        else self.forward_partial(xp, xs, ws, part))
         y = (xp.exp(x - peak) / total).astype(x.dtype, copy=False)
@@ -63,6 +69,11 @@ class Softmax(Operator):
         return (dys[0] * saved).sum(axis=self._axis(saved.ndim), keepdims=True)
 
     def backward(self, xp, dys, saved, part):
+        if isinstance(saved, vendor.Saved):
+            aten, (y,) = saved.aten, saved.values
+            dx = aten.ops._softmax_backward_data(aten.tensor(dys[0]), y, self._axis(y.ndim),
+                                                 y.dtype)
+            return [aten.array(dx)], []
         y = saved
         dot = part.reduced if part.reduced is not None else self.backward_partial(
             xp, dys, saved, part)

@@ -34,7 +34,7 @@ def _path_from_environment() -> str:
 
 
 _path = _path_from_environment()
-_bridges: dict[int, Any] = {}
+_bridges: dict[Any, Any] = {}  # array module -> its bridge, or False where it has none
 
 
 def kernel_path() -> str:
@@ -65,9 +65,9 @@ def aten(xp) -> "Aten | None":
     """The bridge to torch for arrays of `xp`, or None where the reference kernels must run."""
     if _path != "vendor":
         return None
-    bridge = _bridges.get(id(xp))
+    bridge = _bridges.get(xp)
     if bridge is None:
-        bridge = _bridges[id(xp)] = _make_bridge(xp) or False
+        bridge = _bridges[xp] = _make_bridge(xp) or False
     return bridge or None
 
 
@@ -80,13 +80,22 @@ class Saved:
     values: tuple
 
 
-class Aten:
-    """torch, and the two zero-copy views between one array module's arrays and torch tensors."""
+def matmul(xp, a, b):
+    """a @ b (numpy's broadcasting rules): torch's product (MKL, cuBLAS) where torch can run,
+    else xp's. One BLAS in a process: numpy's would run a second thread pool beside torch's."""
+    bridge = aten(xp)
+    if bridge is None:
+        return a @ b
+    return bridge.array(bridge.torch.matmul(bridge.tensor(a), bridge.tensor(b)))
 
-    def __init__(self, torch, xp, to_tensor, to_array):
+
+class Aten:
+    """torch, its ATen operators (`ops`), and the two zero-copy views between one array
+    module's arrays and torch tensors."""
+
+    def __init__(self, torch, to_tensor, to_array):
         self.torch = torch
         self.ops = torch.ops.aten
-        self.xp = xp
         self._to_tensor = to_tensor
         self._to_array = to_array
 
@@ -113,11 +122,11 @@ def _make_bridge(xp) -> Aten | None:
         return None
     if getattr(xp, "__name__", "") == "cupy":
         _share_memory_pool(torch, xp)
-        return Aten(torch, xp, torch.from_dlpack, xp.from_dlpack)
+        return Aten(torch, torch.from_dlpack, xp.from_dlpack)
     numpy = _numpy_of(xp)
     if numpy is None:
         return None
-    return Aten(torch, xp, _numpy_to_tensor(torch, numpy), _tensor_to_numpy(xp, numpy))
+    return Aten(torch, _numpy_to_tensor(torch, numpy), _tensor_to_numpy(xp, numpy))
 
 
 def _numpy_of(xp):

@@ -67,9 +67,7 @@ class Fill(Action):
 
 
 def _combined(store, op, layer: int, phase: str, group: tuple[int, ...]):
-    """The partials of a reduction group merged in partition order (None without a group)."""
-    if not group:
-        return None
+    """The partials of a reduction group merged in partition order."""
     return op.combine(store.xp, [store.partials[(layer, phase, q)] for q in group], phase)
 
 
@@ -95,8 +93,9 @@ class Forward(Action):
 
     def run(self, store, ctx, out):
         layer, xs, ws, part = self.operands(store, ctx)
-        part = replace(part, reduced=_combined(store, layer.op, self.layer, "forward",
-                                               self.group))
+        if self.group:
+            part = replace(part, reduced=_combined(store, layer.op, self.layer, "forward",
+                                                   self.group))
         ys, saved = layer.op.forward(store.xp, xs, ws, part)
         for tensor, box, y in zip(layer.outputs, self.out_boxes, ys):
             store.put(tensor, box, y)
@@ -150,8 +149,9 @@ class Backward(Action):
         layer = ctx.graph.layers[self.layer]
         saved, part, fwd = store.saved.pop((self.layer, self.part))
         dys = [store.read_grad(t, b) for t, b in zip(layer.outputs, fwd.out_boxes)]
-        part = replace(part, reduced=_combined(store, layer.op, self.layer, "backward",
-                                               self.group))
+        if self.group:
+            part = replace(part, reduced=_combined(store, layer.op, self.layer, "backward",
+                                                   self.group))
         dxs, dws = layer.op.backward(store.xp, dys, saved, part)
         for index, (tensor, box, dx) in enumerate(zip(layer.inputs, fwd.in_boxes, dxs)):
             if dx is not None and part.wants_grad(index):

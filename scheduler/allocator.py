@@ -1,4 +1,5 @@
-"""Worker processes keep the memory they free, for the next iteration to reuse.
+"""Processes that train (Dask workers, and this one when it trains in-process) keep the memory
+they free, for the next iteration to reuse.
 
 A training iteration allocates the same arrays every time (activations, saved operands,
 gradients) and frees them at the next. Dask starts its worker processes with glibc's

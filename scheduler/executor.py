@@ -6,9 +6,11 @@ A data-parallel iteration is then: forward+backward on each device (epoch 0), gr
 and update on the owner (epoch 1), new weights back to the replicas (epoch 2). One device is
 always a single group per phase.
 
-This executor runs each group as a Dask task, in-process on Dask's synchronous scheduler, with
-one `DeviceStore` per device in this process: the one-device default, and the reference the
-distributed executor (one Dask task per device, running its groups: `distributed.py`) must match.
+This executor runs the groups in this process, one `DeviceStore` per device, in the order `fuse`
+lists them (a topological order of the groups' graph, the order Dask's synchronous scheduler
+would pick; running it directly saves the scheduler's pass over the graph at every iteration).
+It is the one-device default, and the reference the distributed executor (one Dask task per
+device, running its groups: `distributed.py`) must match.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import dask.local
 import numpy
 
 from ..ops.box import Box
+from . import allocator
 from .actions import Context, receive
 from .store import DeviceStore, WeightKey
 from .taskgraph import Task, TaskGraph
@@ -38,7 +40,8 @@ class Group:
 
 
 def fuse(tasks: Sequence[Task]) -> list[Group]:
-    """Group `tasks` (a topologically ordered subset of a TaskGraph) by (device, epoch)."""
+    """Group `tasks` (a topologically ordered subset of a TaskGraph) by (device, epoch), in
+    the order of (epoch, device): every group comes after those it receives from or follows."""
     keys = {t.key: t for t in tasks}
     epoch: dict[str, int] = {}
     for task in tasks:
@@ -214,25 +217,26 @@ class Executor:
 
 
 class LocalExecutor(Executor):
-    """Runs every device's tasks in this process (devices are stores, not workers)."""
+    """Runs every device's tasks in this process (devices are stores, not workers). This
+    process's allocator keeps the memory it frees, as the workers' does (scheduler/allocator.py):
+    under glibc's defaults each iteration's large arrays go back to the system when freed and
+    are faulted in again, page by page, by the next iteration."""
 
     def __init__(self, taskgraph: TaskGraph, ctx: Context, num_devices: int, xp):
         super().__init__(taskgraph, num_devices)
+        allocator.keep_freed_memory()
         self.ctx = ctx
         self.stores = [DeviceStore(d, xp) for d in range(num_devices)]
-        self._plans: dict[tuple[str, ...], tuple[dict, list[str]]] = {}
 
     def run(self, *phases: str, zero_gradients: bool = False) -> list[dict[str, float]]:
         for store in self.stores:
             start_iteration(store, "forward" in phases, zero_gradients)
-        if phases not in self._plans:
-            groups = self.groups(phases)
-            dsk = {g.name: (run_group, self.ctx, self.stores[g.device], g,
-                            *g.receive_from, *g.after) for g in groups}
-            self._plans[phases] = (dsk, [g.name for g in groups])
-        dsk, keys = self._plans[phases]
+        sent: dict[str, dict] = {}
         metrics = []
-        for out in dask.local.get_sync(dsk, keys):
+        for group in self.groups(phases):
+            out = run_group(self.ctx, self.stores[group.device], group,
+                            *(sent[name] for name in group.receive_from))
+            sent[group.name] = out
             metrics.extend(out.get("metrics", ()))
         return metrics
 

@@ -1,0 +1,47 @@
+"""The GPU memory options a local dask-cuda cluster is started with (scheduler/cluster.py): the
+`-ll:fsize` pool, and one pool for CuPy and torch where dask-cuda and RMM can give it."""
+
+import importlib.util
+
+import pytest
+
+from flexflow.scheduler import cluster
+
+
+def new_cluster(n_workers=None, rmm_pool_size=None, rmm_async=False,
+                rmm_allocator_external_lib_list=None):
+    """A stand-in with the signature of dask-cuda's LocalCUDACluster (26.x)."""
+
+
+def old_cluster(n_workers=None, rmm_pool_size=None):
+    """A stand-in with the signature of a dask-cuda without external allocators."""
+
+
+@pytest.fixture
+def installed(monkeypatch):
+    """Pretend exactly the named packages are installed."""
+    def pretend(*names):
+        monkeypatch.setattr(importlib.util, "find_spec",
+                            lambda name, *args: object() if name in names else None)
+    return pretend
+
+
+def test_fsize_sets_the_pool_and_both_libraries_share_it(installed):
+    installed("rmm", "torch")
+    assert cluster._memory_pools(new_cluster, 3048) == {
+        "rmm_pool_size": "3048MB", "rmm_async": False,
+        "rmm_allocator_external_lib_list": ["cupy", "torch"]}
+
+
+def test_without_fsize_both_libraries_share_cuda_s_own_pool(installed):
+    installed("rmm", "torch")
+    assert cluster._memory_pools(new_cluster, 0) == {
+        "rmm_async": True, "rmm_allocator_external_lib_list": ["cupy", "torch"]}
+
+
+def test_without_rmm_or_an_older_dask_cuda_only_fsize_applies(installed):
+    installed("torch")
+    assert cluster._memory_pools(new_cluster, 0) == {}
+    assert cluster._memory_pools(new_cluster, 100) == {"rmm_pool_size": "100MB"}
+    installed("rmm", "torch")
+    assert cluster._memory_pools(old_cluster, 100) == {"rmm_pool_size": "100MB"}
