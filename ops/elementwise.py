@@ -125,7 +125,6 @@ class ElementUnary(Operator):
 
 BINARY_FUNCS = {"add": "Add", "subtract": "Sub", "multiply": "Mul", "divide": "Div",
                 "maximum": "Max", "minimum": "Min"}
-_ATEN_BINARY = {"subtract": "sub", "multiply": "mul", "divide": "div"}  # torch's other names
 
 
 def broadcast_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
@@ -177,8 +176,7 @@ class ElementBinary(Operator):
         a, b = xs
         aten = vendor.aten(xp)
         if aten is not None:  # one pass, on every thread torch has
-            y = getattr(aten.torch, _ATEN_BINARY.get(self.func, self.func))(aten.tensor(a),
-                                                                          aten.tensor(b))
+            y = getattr(aten.torch, self.func)(aten.tensor(a), aten.tensor(b))
             return [aten.array(y)], (a, b)
         ops = {"add": lambda: a + b, "subtract": lambda: a - b, "multiply": lambda: a * b,
                "divide": lambda: a / b, "maximum": lambda: xp.maximum(a, b),

@@ -1,6 +1,9 @@
 """The operator checks can fail: each kernel below is broken on purpose, and the check that
 guards it must then raise. A check that passed a broken kernel would guard nothing."""
 
+import dataclasses
+from typing import Callable, NamedTuple
+
 import pytest
 
 from flexflow.ops import batch_norm, conv2d, dense, optimizers, pool2d, softmax
@@ -55,15 +58,18 @@ def running_statistics(forward):
 
 def plain_momentum(update):
     def broken(self, *args):
-        import dataclasses
         return update(dataclasses.replace(self, nesterov=False), *args)
     return broken
 
 
-def unscaled_epsilon(aten_update):
+def unscaled_epsilon(_original):
+    """torch's fused Adam with FlexFlow's epsilon as it is: torch adds it to the corrected root."""
     def broken(self, aten, weight, grad, state, t):
-        import dataclasses
-        return aten_update(dataclasses.replace(self, beta2=0.0), aten, weight, grad, state, t)
+        tensors = [[aten.tensor(a)] for a in (weight, grad, state["m"], state["v"])]
+        aten.torch._fused_adam_(*tensors, [], [aten.torch.tensor(float(t))], lr=self.alpha,
+                                beta1=self.beta1, beta2=self.beta2,
+                                weight_decay=self.weight_decay, eps=self.epsilon,
+                                amsgrad=False, maximize=False)
     return broken
 
 
@@ -83,49 +89,85 @@ def max_as_average(backward):
     return broken
 
 
-MUTATIONS = {  # name -> (kernel path or None for both, owner, attribute, break, check)
-    "dense without weight gradients": (None, dense.Dense, "backward", without_weight_grads,
-                                       lambda: test_dense.test_dense_matches_torch((4, 6), "relu",
-                                                                                  True)),
-    "softmax without input gradients": (None, softmax.Softmax, "backward", without_input_grads,
-                                        lambda: test_softmax.test_softmax_matches_torch((4, 6),
-                                                                                        -1)),
-    "conv2d output off by 0.1%": ("vendor", conv2d.Conv2D, "_aten_forward", scaled_output,
-                                  conv_case),
-    "conv2d kernel gradient off by 0.1%": ("vendor", conv2d.Conv2D, "_aten_backward",
-                                           scaled_first_weight_grad, conv_case),
-    "conv2d border partition's gradient lost": ("vendor", conv2d.Windows, "aten_input_grad",
-                                                lambda f: lambda self, g, e: f(self, g, e) * (
-                                                    0 if e else 1), conv_halo_case),
-    "reference conv2d gradient columns not folded": ("reference", conv2d, "_fold_columns",
-                                                     ignored, conv_case),
-    "ReLU backward passes every gradient": (
-        "vendor", conv2d, "aten_activate_backward", activation_mask_dropped,
-        lambda: test_conv2d.test_depthwise_conv2d_matches_torch("relu", True)),
-    "reference ReLU backward passes every gradient": (
-        "reference", dense, "activate_backward", lambda f: lambda xp, mode, dy, s: dy,
-        lambda: test_dense.test_dense_matches_torch((4, 6), "relu", True)),
-    "max pooling gradient spread over its window": (
-        "vendor", pool2d.Pool2D, "_aten_backward", max_as_average,
-        lambda: test_pool2d.test_pool2d_matches_torch((2, 2), (2, 2), ((0, 0), (0, 0)), "max",
-                                                      True)),
-    "batch norm trains on running statistics": (
-        "vendor", batch_norm.BatchNorm, "_aten_forward", running_statistics,
-        lambda: test_batch_norm.test_batch_norm_matches_torch((4, 3, 5, 6), True, True)),
-    "nesterov momentum ignored": (None, optimizers.SGD, "update", plain_momentum,
-                                  lambda: test_optimizers.test_sgd_matches_torch(0.9, True, 0.0)),
-    "Adam's epsilon not rescaled for torch": (
-        "vendor", optimizers.Adam, "_aten_update", unscaled_epsilon,
-        lambda: test_optimizers.test_adam_follows_flexflow_s_rule(0.0, 0.1)),
+def dense_case():
+    test_dense.test_dense_matches_torch((4, 6), "relu", True)
+
+
+def softmax_case():
+    test_softmax.test_softmax_matches_torch((4, 6), -1)
+
+
+def depthwise_case():
+    test_conv2d.test_depthwise_conv2d_matches_torch("relu", True)
+
+
+def max_pool_case():
+    test_pool2d.test_pool2d_matches_torch((2, 2), (2, 2), ((0, 0), (0, 0)), "max", True)
+
+
+def batch_norm_case():
+    test_batch_norm.test_batch_norm_matches_torch((4, 3, 5, 6), True, True)
+
+
+def nesterov_case():
+    test_optimizers.test_sgd_matches_torch(0.9, True, 0.0)
+
+
+def adam_epsilon_case():
+    test_optimizers.test_adam_follows_flexflow_s_rule(0.0, 0.1)
+
+
+def border_gradient_lost(aten_input_grad):
+    return lambda self, grad, explicit: aten_input_grad(self, grad, explicit) * (not explicit)
+
+
+class Mutation(NamedTuple):
+    path: str | None   # the kernel path it breaks (None: both)
+    owner: object      # what holds the kernel
+    attribute: str
+    breaking: Callable  # original -> broken
+    check: Callable[[], None]
+
+
+MUTATIONS = {
+    "dense without weight gradients":
+        Mutation(None, dense.Dense, "backward", without_weight_grads, dense_case),
+    "softmax without input gradients":
+        Mutation(None, softmax.Softmax, "backward", without_input_grads, softmax_case),
+    "conv2d output off by 0.1%":
+        Mutation("vendor", conv2d.Conv2D, "_aten_forward", scaled_output, conv_case),
+    "conv2d kernel gradient off by 0.1%":
+        Mutation("vendor", conv2d.Conv2D, "_aten_backward", scaled_first_weight_grad, conv_case),
+    "conv2d border partition's gradient lost":
+        Mutation("vendor", conv2d.Windows, "aten_input_grad", border_gradient_lost,
+                 conv_halo_case),
+    "reference conv2d gradient columns not folded":
+        Mutation("reference", conv2d, "_fold_columns", ignored, conv_case),
+    "ReLU backward passes every gradient":
+        Mutation("vendor", conv2d, "aten_activate_backward", activation_mask_dropped,
+                 depthwise_case),
+    "reference ReLU backward passes every gradient":
+        Mutation("reference", dense, "activate_backward",
+                 lambda f: lambda xp, mode, dy, saved: dy, dense_case),
+    "max pooling gradient spread over its window":
+        Mutation("vendor", pool2d.Pool2D, "_aten_backward", max_as_average, max_pool_case),
+    "batch norm trains on running statistics":
+        Mutation("vendor", batch_norm.BatchNorm, "_aten_forward", running_statistics,
+                 batch_norm_case),
+    "nesterov momentum ignored":
+        Mutation(None, optimizers.SGD, "update", plain_momentum, nesterov_case),
+    "Adam's epsilon not rescaled for torch":
+        Mutation("vendor", optimizers.Adam, "_aten_update", unscaled_epsilon, adam_epsilon_case),
 }
 
 
 @pytest.mark.parametrize("name", list(MUTATIONS))
 def test_a_broken_kernel_fails_its_check(monkeypatch, kernel_path, name):
-    path, owner, attribute, breaking, check = MUTATIONS[name]
-    if path not in (None, kernel_path):
-        pytest.skip(f"a mutation of the {path} kernels")
-    check()  # the check passes on the real kernel
-    monkeypatch.setattr(owner, attribute, breaking(getattr(owner, attribute)))
+    mutation = MUTATIONS[name]
+    if mutation.path not in (None, kernel_path):
+        pytest.skip(f"a mutation of the {mutation.path} kernels")
+    mutation.check()  # the check passes on the real kernel
+    monkeypatch.setattr(mutation.owner, mutation.attribute,
+                        mutation.breaking(getattr(mutation.owner, mutation.attribute)))
     with pytest.raises(AssertionError):
-        check()
+        mutation.check()
