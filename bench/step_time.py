@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 BATCH = 64
-MODELS = {"mlp": 40, "cifar10_cnn": 6, "resnet18": 2}  # name -> steps per round
+MODELS = {"mlp": 200, "cifar10_cnn": 6, "resnet18": 2}  # name -> steps per round
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 

@@ -1,5 +1,7 @@
 """The test for NaN and Inf that guards every weight update (flexflow/nonfinite.py)."""
 
+import math
+
 from . import vendor
 
 
@@ -9,7 +11,7 @@ def all_finite(xp, array) -> bool:
     Only a sum of finite values that overflowed is looked at element by element. The sum is
     torch's where it can run (ops/vendor.py): a few times faster than NumPy's pairwise sum."""
     aten = vendor.aten(xp)
-    total = aten.tensor(array).sum().item() if aten is not None else array.sum()
-    if bool(xp.isfinite(total)):
+    total = aten.tensor(array).sum().item() if aten is not None else float(array.sum())
+    if math.isfinite(total):
         return True
     return bool(xp.isfinite(array).all())

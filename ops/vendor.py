@@ -137,18 +137,26 @@ def _numpy_of(xp):
 
 
 def _numpy_to_tensor(torch, numpy):
+    ndarray = numpy.ndarray
+
     def to_tensor(array):
-        array = numpy.asarray(array)
-        if any(stride < 0 for stride in array.strides):  # a reversed view: torch has none
-            array = numpy.ascontiguousarray(array)
-        if array.flags.writeable:
-            return torch.from_numpy(array)
-        # a read-only buffer (a batch received from another process): torch warns that it
-        # could write to it, but kernels only read their inputs
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            return torch.from_numpy(array)
+        if type(array) is not ndarray:
+            array = numpy.asarray(array)
+        if not array.flags.writeable:
+            # a read-only buffer (a batch received from another process): torch warns that
+            # it could write to it, but kernels only read their inputs
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                return _from_numpy(torch, numpy, array)
+        return _from_numpy(torch, numpy, array)
     return to_tensor
+
+
+def _from_numpy(torch, numpy, array):
+    try:
+        return torch.from_numpy(array)
+    except ValueError:  # a reversed view: torch has no negative strides
+        return torch.from_numpy(numpy.ascontiguousarray(array))
 
 
 def _tensor_to_numpy(xp, numpy):
