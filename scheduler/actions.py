@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..ops import losses
 from ..ops.base import Part
 from ..ops.box import Box
 from ..ops.finite import all_finite
 from ..ops.graph import Graph
-from ..ops.losses import Loss
 from ..ops.optimizers import UpdateRule
 from .store import DeviceStore, WeightKey
 
@@ -23,7 +23,7 @@ BUFFER_ROLES = ("running_mean", "running_var")  # weights no optimizer touches
 @dataclass
 class Context:
     graph: Graph
-    loss: Loss | None = None
+    loss: losses.Loss | None = None
     optimizer: UpdateRule | None = None
     feeds: dict[int, Any] | None = None  # tensor id -> host array of the current batch
     step: int = 0        # iterations run, seeds dropout

@@ -2,7 +2,6 @@
 size and the batch (what a GPU step costs in launches: ops/vendor.py, tests/ops/counting.py)."""
 
 import numpy as np
-import pytest
 
 from flexflow.core import (ActiMode, DataType, FFConfig, FFModel, LossType, MetricsType,
                            SGDOptimizer)
