@@ -1,6 +1,7 @@
 """One training step of flexflow-dask, on both kernel paths, against PyTorch eager on the same CPU.
 
-Models (batch 64, SGD with momentum, sparse cross-entropy):
+Models (batch 64, SGD with momentum, sparse cross-entropy; both frameworks report the batch's
+loss and accuracy, as FlexFlow's metrics do):
     mlp          the MLP 784-512-512-10
     cifar10_cnn  FlexFlow's cifar10_cnn: four 3x3 convolutions, two max pools, dense 512, dense 10
     resnet18     ResNet-18 on 3x32x32 images (bench/dnn.py: resnet18_cifar), with batch norm
@@ -122,8 +123,12 @@ def torch_step(name: str, xb, yb):
 
     def step():
         opt.zero_grad()
-        torch.nn.functional.cross_entropy(net(x), y).backward()
+        out = net(x)
+        loss = torch.nn.functional.cross_entropy(out, y)
+        loss.backward()
         opt.step()
+        # the batch's loss and accuracy, which flexflow-dask's step reports (FlexFlow's metrics)
+        return loss.item(), int((out.argmax(1) == y).sum())
     return step
 
 

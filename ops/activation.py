@@ -54,8 +54,8 @@ def activate(xp, mode: str, x, overwrite: bool = False):
 def activate_backward(xp, mode: str, dy, saved):
     if mode == "none":
         return dy
-    if mode == "relu":
-        return dy * (saved > 0)
+    if mode == "relu":  # zero where the input was not positive, whatever dy is, as PyTorch's
+        return xp.where(saved > 0, dy, dy.dtype.type(0))
     if mode == "sigmoid":
         return dy * saved * (1.0 - saved)
     if mode == "tanh":

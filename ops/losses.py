@@ -98,7 +98,9 @@ class _Target:
     def __init__(self, xp, out, label, sparse: bool):
         self.xp, self.shape = xp, out.shape
         self.label = label
-        self.indices = _class_indices(xp, label, out.shape[-1]) if sparse else None
+        self.indices = _class_indices(label, out.shape[-1]) if sparse else None
+        # (sample, label) index pairs of a sparse target's nonzero entries
+        self.at = (xp.arange(out.shape[0]), self.indices) if sparse else None
         self._dense = None
 
     def dense(self):
@@ -108,20 +110,19 @@ class _Target:
                 self._dense = self.label
             else:
                 self._dense = self.xp.zeros(self.shape, "float32")
-                self._dense[self.xp.arange(self.shape[0]), self.indices] = 1.0
+                self._dense[self.at] = 1.0
         return self._dense
 
     def picked(self, values):
         """values[i, label_i] for sparse labels."""
-        return values[self.xp.arange(self.shape[0]), self.indices]
+        return values[self.at]
 
     def scaled_by(self, factors):
         """target * factors, computed only where a sparse target is not zero."""
         if self.indices is None:
             return (self.label * factors).astype("float32", copy=False)
         grad = self.xp.zeros(self.shape, "float32")
-        rows = self.xp.arange(self.shape[0])
-        grad[rows, self.indices] = self.picked(factors)
+        grad[self.at] = self.picked(factors)
         return grad
 
     def subtract(self, grad, scale: float) -> None:
@@ -129,7 +130,7 @@ class _Target:
         if self.indices is None:
             grad -= (scale * self.label).astype(grad.dtype, copy=False)
         else:
-            grad[self.xp.arange(self.shape[0]), self.indices] -= grad.dtype.type(scale)
+            grad[self.at] -= grad.dtype.type(scale)
 
     def classes(self):
         """Each sample's class: the label, or where a dense target exceeds 0.9."""
@@ -163,8 +164,10 @@ class _Measures:
         return self._sq
 
 
-def _class_indices(xp, label, classes: int):
-    flat = label.reshape(-1).astype("int64")
+def _class_indices(label, classes: int):
+    flat = label.reshape(-1)
+    if flat.dtype.kind not in "iu":
+        flat = flat.astype("int64")
     if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= classes):
         raise ValueError(f"labels must lie in [0, {classes}), got values from {int(flat.min())} "
                          f"to {int(flat.max())}")
