@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import vendor
+from .activation import activate_backward
 from .base import Operator, expect_float, expect_rank
 from .box import Box
 from .spec import DimKind, TensorSpec, WeightSpec
@@ -134,14 +135,14 @@ class BatchNorm(Operator):
 
     def backward_partial(self, xp, dys, saved, part):
         centered, _, _, y, _, _ = saved
-        dy = dys[0] if y is None else dys[0] * (y > 0)
+        dy = dys[0] if y is None else activate_backward(xp, "relu", dys[0], y)
         return xp.stack([_channel_sum(dy), _channel_dot(xp, dy, centered)])
 
     def backward(self, xp, dys, saved, part):
         if isinstance(saved, vendor.Saved):
             return self._aten_backward(saved.aten, dys[0], *saved.values, part)
         centered, inv_std, scale, y, training, count = saved
-        dy = dys[0] if y is None else dys[0] * (y > 0)
+        dy = dys[0] if y is None else activate_backward(xp, "relu", dys[0], y)
         d_bias = _channel_sum(dy)
         d_scale = _channel_dot(xp, dy, centered) * inv_std  # sum of dy * x_hat
         gain = scale * inv_std

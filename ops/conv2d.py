@@ -2,10 +2,10 @@
 
 Where torch is installed the convolution and both its gradients are one ATen call each
 (oneDNN on a CPU, cuDNN on a GPU: ops/vendor.py), with the bias and the activation fused as
-PyTorch fuses them. The reference kernels below, the fallback, use the im2col formulation: the input windows are copied into column matrices (one
-strided copy per kernel offset, never a Python loop over single samples or channels), so the
-convolution is a (grouped) matrix product, and so are both of its weight and input gradients. This
-keeps the work in BLAS / cuBLAS. The batch goes through in chunks of a few MiB of columns, which
+PyTorch fuses them. The reference kernels below, the fallback, use the im2col formulation: the
+input windows are copied into column matrices (one strided copy per kernel offset, never a Python
+loop over single samples or channels), so the convolution is a (grouped) matrix product, and so
+are both of its weight and input gradients. This keeps the work in BLAS / cuBLAS. The batch goes through in chunks of a few MiB of columns, which
 keeps the workspace small and in cache.
 
 Splitting the output by height or width needs a halo: a partition reads the input rows of all its
@@ -17,7 +17,7 @@ so a border partition applies the layer's padding and an interior partition appl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from . import vendor
 from .activation import (activate, activate_backward, aten_activate, aten_activate_backward,
@@ -117,12 +117,35 @@ class Windows:
     def grid_hw(self) -> Pair:
         return self.out_hw[0], self.padded_hw[1] if self.wide else self.out_hw[1]
 
+    def read(self, x):
+        """`x` without the input rows and columns no window reads (a view)."""
+        (top, bottom), (left, right) = self.edges
+        h, w = x.shape[2:]
+        return x[:, :, max(-top, 0):h - max(-bottom, 0), max(-left, 0):w - max(-right, 0)]
+
+    def unread(self, grad, zeros: Callable[[], Any]):
+        """The inverse of `read` for a gradient: `grad` itself when `read` dropped nothing, else
+        placed in `zeros()`, an array of the input's shape."""
+        if tuple(grad.shape) == self.in_shape:
+            return grad
+        (top, _), (left, _) = self.edges
+        full = zeros()
+        full[:, :, max(-top, 0):max(-top, 0) + grad.shape[2],
+             max(-left, 0):max(-left, 0) + grad.shape[3]] = grad
+        return full
+
+    def unpadded(self, a):
+        """`a`, the size of the padded input, without the padding (a view)."""
+        (top, bottom), (left, right) = self.edges
+        h, w = a.shape[2:]
+        return a[:, :, max(top, 0):h - max(bottom, 0), max(left, 0):w - max(right, 0)]
+
     def pad(self, xp, x, fill: float):
         """The input with exactly the rows and columns the windows read, in the layout `taps`
         reads (a wide input gets its spare plane); `x` itself when that needs no copy."""
-        (top, bottom), (left, right) = self.edges
-        n, c, h, w = x.shape
-        x = x[:, :, max(-top, 0):h - max(-bottom, 0), max(-left, 0):w - max(-right, 0)]
+        (top, _), (left, _) = self.edges
+        n, c = x.shape[:2]
+        x = self.read(x)
         top, left = max(top, 0), max(left, 0)
         if not self.wide and x.shape[2:] == self.padded_hw:
             return x
@@ -171,11 +194,8 @@ class Windows:
         the windows read, and the symmetric padding a torch convolution or pooling adds itself.
         Padding it cannot add (uneven, or over `max_padding`) is added here with `fill`, a
         copy (`explicit`); then `padding` is zero."""
-        (top, bottom), (left, right) = self.edges
-        h, w = x.shape[2:]
-        tensor = aten.tensor(x[:, :, max(-top, 0):h - max(-bottom, 0),
-                               max(-left, 0):w - max(-right, 0)])
-        (top, bottom), (left, right) = (max(top, 0), max(bottom, 0)), (max(left, 0), max(right, 0))
+        tensor = aten.tensor(self.read(x))
+        (top, bottom), (left, right) = ((max(edge, 0) for edge in pair) for pair in self.edges)
         limit = max_padding or (top, left)
         if top == bottom and left == right and top <= limit[0] and left <= limit[1]:
             return tensor, (top, left), False
@@ -185,16 +205,9 @@ class Windows:
     def aten_input_grad(self, grad, explicit: bool):
         """The input's gradient from that of `aten_input`'s tensor: the padding added there
         dropped, the input rows and columns no window reads given zeros."""
-        (top, bottom), (left, right) = self.edges
         if explicit:
-            h, w = grad.shape[2:]
-            grad = grad[:, :, max(top, 0):h - max(bottom, 0), max(left, 0):w - max(right, 0)]
-        if tuple(grad.shape) == self.in_shape:
-            return grad
-        full = grad.new_zeros(self.in_shape)
-        full[:, :, max(-top, 0):max(-top, 0) + grad.shape[2],
-             max(-left, 0):max(-left, 0) + grad.shape[3]] = grad
-        return full
+            grad = self.unpadded(grad)
+        return self.unread(grad, lambda: grad.new_zeros(self.in_shape))
 
     def crop(self, y):
         """Grid results (last two dims `grid_hw`) cut to the output's width."""
@@ -211,17 +224,9 @@ class Windows:
 
     def unpad(self, xp, padded):
         """The inverse of `pad` for a gradient: drop the padding, restore dropped rows as zeros."""
-        (top, bottom), (left, right) = self.edges
-        n, c, h, w = self.in_shape
-        hp, wp = self.padded_hw
-        grad = padded[:n * c].reshape(n, c, hp, wp)[:, :, max(top, 0):hp - max(bottom, 0),
-                                                    max(left, 0):wp - max(right, 0)]
-        if grad.shape == (n, c, h, w):
-            return grad
-        full = xp.zeros(self.in_shape, dtype=padded.dtype)
-        full[:, :, max(-top, 0):max(-top, 0) + grad.shape[2],
-             max(-left, 0):max(-left, 0) + grad.shape[3]] = grad
-        return full
+        n, c = self.in_shape[:2]
+        grad = self.unpadded(padded[:n * c].reshape(n, c, *self.padded_hw))
+        return self.unread(grad, lambda: xp.zeros(self.in_shape, dtype=padded.dtype))
 
 
 def _grouped(array, groups: int):

@@ -87,9 +87,9 @@ class Adam:
     def _aten_update(self, aten, weight, grad, state: dict, t: int) -> None:
         """torch's fused Adam divides by sqrt(v)/sqrt(1 - beta2^t) + eps where FlexFlow divides
         by sqrt(v) + eps; with eps scaled by 1/sqrt(1 - beta2^t) the two are the same update."""
-        torch = aten.torch
-        steps = [torch.tensor(float(t), device=aten.tensor(weight).device)]
-        aten.torch._fused_adam_([aten.tensor(weight)], [aten.tensor(grad)],
+        weight = aten.tensor(weight)
+        steps = [aten.torch.tensor(float(t), device=weight.device)]
+        aten.torch._fused_adam_([weight], [aten.tensor(grad)],
                                 [aten.tensor(state["m"])], [aten.tensor(state["v"])], [],
                                 steps, lr=self.alpha, beta1=self.beta1, beta2=self.beta2,
                                 weight_decay=self.weight_decay,

@@ -60,13 +60,14 @@ class Pool2D(Operator):
         (x,) = xs
         windows = Windows.of(part, self.kernel, self.stride, self.padding)
         is_max = self.pool_type == "max"
+        fill = float("-inf") if is_max else 0.0
         aten = vendor.aten(xp)
         if aten is not None:
-            tensor, padding, explicit = windows.aten_input(
-                aten, x, float("-inf") if is_max else 0.0, (self.kernel[0] // 2, self.kernel[1] // 2))
+            half_kernel = (self.kernel[0] // 2, self.kernel[1] // 2)
+            tensor, padding, explicit = windows.aten_input(aten, x, fill, half_kernel)
             if not (explicit and not is_max and not self.count_include_pad):
                 return self._aten_forward(aten, tensor, padding, explicit, windows)
-        taps = windows.taps(windows.pad(xp, x, float("-inf") if is_max else 0.0))
+        taps = windows.taps(windows.pad(xp, x, fill))
         _, _, first = next(taps)
         pooled = first.copy()
         if is_max:
