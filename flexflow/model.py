@@ -319,7 +319,7 @@ class FFModel:
         op = MultiHeadAttention(int(embed_dim), int(num_heads), int(kdim), int(vdim),
                                 float(dropout), bool(bias), bool(add_bias_kv),
                                 bool(add_zero_attn))
-        projections = [kernel_initializer if w.role == "kernel" else None
+        projections = [kernel_initializer if w.initializer == "glorot_uniform" else None
                        for w in op.weight_specs([query.spec, key.spec, value.spec])]
         return self._add(op, [query, key, value], name, None, projections)
 

@@ -18,9 +18,6 @@ from ..ops.graph import Graph
 from ..ops.optimizers import UpdateRule
 from .store import DeviceStore, WeightKey
 
-BUFFER_ROLES = ("running_mean", "running_var")  # weights no optimizer touches
-
-
 @dataclass
 class Context:
     graph: Graph

@@ -258,7 +258,7 @@ def calls_for(calls: KernelCalls, builder, configs: dict[int, list], objective=N
                 if objective is None:
                     continue
                 for wkey in forward.weight_keys:
-                    if layer.weights[wkey[1]].role not in A.BUFFER_ROLES:
+                    if layer.weights[wkey[1]].trainable:
                         update = A.Update(wkey, builder.checks.finite_gradients)
                         for call in calls.update_calls(update) + [
                                 calls.sum_call(wkey[2].shape)]:

@@ -339,8 +339,7 @@ def weight_memory(graph: Graph, weight_devices: dict, num_devices: int, state_co
     memory = [0] * num_devices
     for wkey, holders in weight_devices.items():
         nbytes = wkey[2].volume * 4
-        trainable = training and graph.layers[wkey[0]].weights[wkey[1]].role not in \
-            A.BUFFER_ROLES
+        trainable = training and graph.layers[wkey[0]].weights[wkey[1]].trainable
         for d in holders:
             memory[d] += nbytes * (2 if trainable else 1)
         if trainable:

@@ -395,7 +395,7 @@ class TaskGraphBuilder:
         keys = []
         boxes_seen: dict[tuple[int, int], int] = {}
         for wkey, devices in holders.items():
-            if self.graph.layers[wkey[0]].weights[wkey[1]].role in A.BUFFER_ROLES:
+            if not self.graph.layers[wkey[0]].weights[wkey[1]].trainable:
                 continue
             box_index = boxes_seen[wkey[:2]] = boxes_seen.get(wkey[:2], -1) + 1
             done = backward.get(wkey, {})
