@@ -1,9 +1,9 @@
 """Weight initializers (reference 2.8), run on the host, seeded and deterministic.
 
 A layer given no initializer gets the default its weights declare (`WeightSpec.initializer`), as
-FlexFlow chooses them: Glorot uniform for kernels
-and embeddings (seeded from the model seed and the layer's guid, so runs repeat exactly), zeros
-for biases, ones for normalisation scales and running variances.
+FlexFlow chooses them: Glorot uniform for kernels and embeddings (seeded from the model seed and
+the layer's guid, so runs repeat exactly), zeros for biases, ones for normalisation scales and
+running variances.
 """
 
 from __future__ import annotations
