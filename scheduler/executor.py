@@ -1,10 +1,4 @@
-"""Lowers a TaskGraph to a Dask graph and runs it; owns the devices' stores.
-
-Fusion ("few hops"): every task gets an epoch, the number of cross-device dependencies on its
-longest path; the tasks of one device with the same epoch run as one group, in graph order.
-A data-parallel iteration is then: forward+backward on each device (epoch 0), gradient exchange
-and update on the owner (epoch 1), new weights back to the replicas (epoch 2). One device is
-always a single group per phase.
+"""Runs a TaskGraph's fused groups (`fusion.fuse`); owns the devices' stores.
 
 This executor runs the groups in this process, one `DeviceStore` per device, in the order `fuse`
 lists them (a topological order of the groups' graph, the order Dask's synchronous scheduler
@@ -15,61 +9,16 @@ device, running its groups: `distributed.py`) must match.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy
 
 from ..ops.box import Box
 from . import allocator
 from .actions import Context, receive, run_timed
+from .fusion import Group, fuse
 from .store import DeviceStore, WeightKey
-from .taskgraph import Task, TaskGraph
-
-
-@dataclass(frozen=True)
-class Group:
-    """Tasks fused into one group: run on `device` in order, after what `receive_from` sent."""
-
-    name: str
-    device: int
-    tasks: tuple[Task, ...]
-    receive_from: tuple[str, ...]  # group keys whose data for this device are applied here
-    after: tuple[str, ...]         # other group keys this one must follow
-
-
-def fuse(tasks: Sequence[Task]) -> list[Group]:
-    """Group `tasks` (a topologically ordered subset of a TaskGraph) by (device, epoch), in
-    the order of (epoch, device): every group comes after those it receives from or follows."""
-    keys = {t.key: t for t in tasks}
-    epoch: dict[str, int] = {}
-    for task in tasks:
-        epoch[task.key] = max([epoch[d] + (keys[d].device != task.device)
-                               for d in task.deps if d in keys] or [0])
-    members: dict[tuple[int, int], list[Task]] = defaultdict(list)
-    for task in tasks:
-        members[(task.device, epoch[task.key])].append(task)
-    ordered = sorted(members, key=lambda g: (g[1], g[0]))
-    name = {g: f"{members[g][0].key.rsplit('-', 1)[0]}-d{g[0]}e{g[1]}" for g in ordered}
-    received: set[tuple[str, int]] = set()
-    groups = []
-    previous_on_device: dict[int, str] = {}
-    for g in ordered:
-        sources = []
-        for task in members[g]:
-            for d in task.deps:
-                if d in keys and keys[d].device != g[0]:
-                    sources.append(name[(keys[d].device, epoch[d])])
-        sources = list(dict.fromkeys(sources))
-        receive_from = [s for s in sources if (s, g[0]) not in received]
-        received.update((s, g[0]) for s in receive_from)
-        after = [s for s in sources if s not in receive_from]
-        if g[0] in previous_on_device:
-            after.append(previous_on_device[g[0]])
-        previous_on_device[g[0]] = name[g]
-        groups.append(Group(name[g], g[0], tuple(members[g]), tuple(receive_from), tuple(after)))
-    return groups
+from .taskgraph import TaskGraph
 
 
 def run_group(ctx: Context, store: DeviceStore, group: Group, *incoming) -> dict:

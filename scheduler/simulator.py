@@ -49,7 +49,7 @@ from typing import NamedTuple
 from ..ops.graph import Graph
 from . import actions as A
 from .costs import KernelCalls, TaskCoster, volume
-from .executor import fuse
+from .fusion import fuse, link, place_of
 from .machine import MachineModel, Route
 from .strategy import Strategy, StrategyError
 from .taskgraph import (Checks, Objective, Task, TaskGraph, TaskGraphBuilder,
@@ -356,17 +356,18 @@ def optimizer_state_copies(optimizer) -> int:
 
 
 # ---- the simulator ------------------------------------------------------------------------------
-@dataclass
-class _SegmentResult:
-    """A segment's share of the fused groups, for given inputs: the (device, epoch) of its
-    external dependencies relative to `base`, their lowest epoch (0 when it has tasks without
-    dependencies; the result stays valid while they keep their devices and relative epochs),
-    and which of its loads earlier segments already made."""
+@dataclass(frozen=True, slots=True)
+class _TaskRow:
+    """What the delta simulation needs of one task, whatever the epochs."""
 
-    exports: dict[str, tuple[int, int]]  # key -> (device, epoch) other segments depend on
-    groups: list[tuple]  # ((device, epoch), first key, costs, bytes sent, sources, fed tensors)
-    # (sources: dict of (device, epoch), fed tensors: dict; ordered sets, never modified)
-    memory: list[tuple[int, int]]
+    key: str
+    device: int
+    deps: tuple[str, ...]
+    ms: float
+    sent: float
+    dedupe: object     # what identical sends share (`costs.TaskCost.dedupe`), or None
+    exported: bool     # other segments depend on it
+    fed: int | None    # the input tensor it loads
 
 
 @dataclass(frozen=True)
@@ -375,9 +376,35 @@ class _SegmentInfo:
 
     externals: tuple[str, ...]  # keys its tasks depend on that other segments make
     rooted: bool                # has tasks without dependencies (their epoch is absolute)
-    rows: tuple                 # per task: key, device, deps, ms, sent, dedupe, exported, fed
+    rows: tuple[_TaskRow, ...]
     memory: tuple               # (device, bytes) its tasks keep, loads excepted ...
     loads: dict                 # ... which are here: load key -> (device, bytes)
+
+
+@dataclass(slots=True)
+class _GroupPart:
+    """A segment's tasks in one group, or (assembled over segments) a whole group: its first
+    task's key, its tasks' costs, the bytes it sends, the places it reads from, and its fed
+    tensors. A segment's share holds its reads relative to its base (a dict: an ordered set); a
+    whole group, each segment's reads with that segment's base (a list of (base, reads))."""
+
+    first: str
+    costs: list[float]
+    sent: float
+    reads: list
+    feeds: dict
+
+
+@dataclass
+class _SegmentResult:
+    """A segment's share of the fused groups, for given inputs: the (device, epoch) of its
+    external dependencies relative to `base`, their lowest epoch (0 when it has tasks without
+    dependencies; the result stays valid while they keep their devices and relative epochs),
+    and which of its loads earlier segments already made."""
+
+    exports: dict[str, tuple[int, int]]  # key -> (device, epoch) other segments depend on
+    groups: dict[tuple[int, int], _GroupPart]  # never modified once made
+    memory: list[tuple[int, int]]
 
 
 EXPORTED = (A.Forward, A.Backward, A.Loss, A.Load, A.Fill)  # what other segments depend on
@@ -469,7 +496,7 @@ class Simulator:
         where, records = self._where, self._records
         made: set[str] = set()
         memory = list(self._weight_memory(strategy))
-        groups: dict[tuple[int, int], list] = {}
+        groups: dict[tuple[int, int], _GroupPart] = {}
         overhead = self.machine.overheads.task
         for segment in self.builder.segments(strategy):
             record = records.get(id(segment))  # segments are memoised: identity is content
@@ -496,18 +523,19 @@ class Simulator:
                 where.update(result.exports)
             for device, nbytes in result.memory:
                 memory[device] += nbytes
-            for (device, epoch), first, costs, sent, sources, feeds in result.groups:
+            for (device, epoch), part in result.groups.items():
                 g = (device, epoch + base)
                 group = groups.get(g)
                 if group is None:
-                    group = groups[g] = [first, [overhead, *costs], sent, [], {}]
+                    group = groups[g] = _GroupPart(part.first, [overhead, *part.costs],
+                                                   part.sent, [], {})
                 else:
-                    group[1] += costs
-                    group[2] += sent
-                if sources:
-                    group[3].append((base, sources))
-                if feeds:
-                    group[4].update(feeds)
+                    group.costs += part.costs
+                    group.sent += part.sent
+                if part.reads:
+                    group.reads.append((base, part.reads))
+                if part.feeds:
+                    group.feeds.update(part.feeds)
         return self._finish(_plans(groups, self._feed_bytes), memory)
 
     def _weight_memory(self, strategy: Strategy) -> list[int]:
@@ -533,8 +561,8 @@ class Simulator:
         for t in segment.tasks:
             cost = self.coster.cost(t, forward_of)
             fed = t.action.tensor if type(t.action) is A.Load else None
-            rows.append((t.key, t.device, t.deps, cost.ms, cost.sent, cost.dedupe,
-                         isinstance(t.action, EXPORTED), fed))
+            rows.append(_TaskRow(t.key, t.device, t.deps, cost.ms, cost.sent, cost.dedupe,
+                                 isinstance(t.action, EXPORTED), fed))
             for device, nbytes in self.memory_model.task(t):
                 if t.key in segment.loads:
                     loads[t.key] = (device, nbytes)
@@ -547,74 +575,41 @@ class Simulator:
         """Epochs (as `executor.fuse` computes them, relative to the inputs' base) and the
         group shares of one segment."""
         found, repeated = inputs
-        epochs = dict(zip(info.externals, found))
+        places = dict(zip(info.externals, found))
         exports = {}
-        groups: dict[tuple[int, int], list] = {}
-        for key, device, deps, ms, sent, dedupe, exported, fed in info.rows:
-            epoch, sources = 0, None
-            for d in deps:
-                source = epochs[d]
-                if source[0] == device:
-                    if source[1] > epoch:
-                        epoch = source[1]
-                else:
-                    if sources is None:
-                        sources = {}
-                    sources[source] = True
-                    if source[1] >= epoch:
-                        epoch = source[1] + 1
-            place = epochs[key] = (device, epoch)
-            if key in repeated:  # an earlier segment made this load; only its place counts
+        groups: dict[tuple[int, int], _GroupPart] = {}
+        deduped: dict[tuple[int, int], set] = {}
+        for row in info.rows:
+            epoch, sources = place_of(row.device, row.deps, places)
+            place = places[row.key] = (row.device, epoch)
+            if row.key in repeated:  # an earlier segment made this load; only its place counts
                 continue
-            if exported:
-                exports[key] = place
+            if row.exported:
+                exports[row.key] = place
             group = groups.get(place)
             if group is None:
-                group = groups[place] = [key, [], 0, set(), {}, {}]
-            group[1].append(ms)
-            if sent and (dedupe is None or dedupe not in group[3]):
-                group[2] += sent
-                group[3].add(dedupe)
-            if sources:
-                group[4].update(sources)
-            if fed is not None:
-                group[5][fed] = True
+                group = groups[place] = _GroupPart(row.key, [], 0.0, {}, {})
+                deduped[place] = set()
+            group.costs.append(row.ms)
+            if row.sent and (row.dedupe is None or row.dedupe not in deduped[place]):
+                group.sent += row.sent
+                deduped[place].add(row.dedupe)
+            for source in sources:
+                group.reads[source] = True
+            if row.fed is not None:
+                group.feeds[row.fed] = True
         memory = list(info.memory) + [info.loads[k] for k in info.loads if k not in repeated]
-        shares = [(g, first, tuple(costs), sent, sources, feeds)
-                  for g, (first, costs, sent, _, sources, feeds) in groups.items()]
-        return _SegmentResult(exports, shares, memory)
+        return _SegmentResult(exports, groups, memory)
 
 
-def _plans(groups: dict[tuple[int, int], list], feed_bytes) -> list[GroupPlan]:
-    """Groups in the executor's order, with its receive/after split (see `executor.fuse`)."""
-    ordered = sorted(groups, key=lambda g: (g[1], g[0]))
-    index = {g: i for i, g in enumerate(ordered)}
-    received: dict[int, set[tuple[int, int]]] = {}  # device -> groups whose output it has
-    previous: dict[int, int] = {}
+def _plans(groups: dict[tuple[int, int], _GroupPart], feed_bytes) -> list[GroupPlan]:
+    """Whole groups as the executor fuses them (`fusion.link`)."""
+    ordered, links = link({g: (part.first, part.reads) for g, part in groups.items()})
     plans = []
-    for g in ordered:
-        device = g[0]
-        first, costs, sent, chunks, feeds = groups[g]
-        have = received.setdefault(device, set())
-        receive_from, after, listed = [], [], set()
-        for base, sources in chunks:  # (epoch shift, sources relative to it), in task order
-            for s in sources:
-                if base:
-                    s = (s[0], s[1] + base)
-                if s in listed:
-                    continue
-                listed.add(s)
-                if s in have:
-                    after.append(index[s])
-                else:
-                    receive_from.append(index[s])
-                    have.add(s)
-        if device in previous:
-            after.append(previous[device])
-        previous[device] = index[g]
-        plans.append(GroupPlan(f"{first.rsplit('-', 1)[0]}-d{device}e{g[1]}", device,
-                               math.fsum(costs), sent, feed_bytes(feeds), tuple(receive_from),
-                               tuple(after)))
+    for g, lk in zip(ordered, links):
+        part = groups[g]
+        plans.append(GroupPlan(lk.name, g[0], math.fsum(part.costs), part.sent,
+                               feed_bytes(part.feeds), lk.receive_from, lk.after))
     return plans
 
 

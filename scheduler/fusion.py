@@ -1,0 +1,118 @@
+"""Fusion ("few hops"), the one grouping the executor runs and the simulator schedules.
+
+Every task gets an epoch, the number of cross-device dependencies on its longest path; the tasks
+of one device with the same epoch run as one group, in graph order. A data-parallel iteration is
+then: forward+backward on each device (epoch 0), gradient exchange and update on the owner
+(epoch 1), new weights back to the replicas (epoch 2). One device is always a single group per
+phase.
+
+Groups run in the order of (epoch, device), every group after those it reads from. A group
+*receives* the output of a group on another device the first time its device needs that output,
+and only waits for (*after*) one its device has already received, and for the group before it
+on its device.
+
+`fuse` groups a list of tasks (the executor's, and the full simulation's); the delta simulation
+(`simulator.Simulator.simulate`) assembles groups from memoised segments, placing their tasks
+with the same `place_of` and linking the groups with the same `link`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Iterable, Mapping, NamedTuple, Sequence
+
+from .taskgraph import Task
+
+Place = tuple[int, int]  # (device, epoch): the group a task falls in
+
+
+@dataclass(frozen=True)
+class Group:
+    """Tasks fused into one group: run on `device` in order, after what `receive_from` sent."""
+
+    name: str
+    device: int
+    tasks: tuple[Task, ...]
+    receive_from: tuple[str, ...]  # group keys whose data for this device are applied here
+    after: tuple[str, ...]         # other group keys this one must follow
+
+
+class Link(NamedTuple):
+    """Where one group stands among the others: its name and, as indices into the ordered
+    groups, those whose output it receives and those it only waits for."""
+
+    name: str
+    receive_from: tuple[int, ...]
+    after: tuple[int, ...]
+
+
+def place_of(device: int, deps: Iterable[str], places: Mapping[str, Place]
+             ) -> tuple[int, list[Place]]:
+    """(epoch, the places on other devices it reads from, in order) of a task on `device` that
+    depends on the tasks `deps`, placed at `places`."""
+    epoch, sources = 0, []
+    for dep in deps:
+        source = places[dep]
+        if source[0] == device:
+            if source[1] > epoch:
+                epoch = source[1]
+        else:
+            sources.append(source)
+            if source[1] >= epoch:
+                epoch = source[1] + 1
+    return epoch, sources
+
+
+def link(groups: Mapping[Place, tuple[str, Sequence[tuple[int, Sequence[Place]]]]]
+         ) -> tuple[list[Place], list[Link]]:
+    """The groups' order and links. `groups`: for each place, its first task's key and the
+    places on other devices its tasks read from, in task order (repeats allowed), as chunks
+    (epoch shift, places relative to it): the delta simulation's segments place their tasks
+    relative to their inputs' lowest epoch."""
+    ordered = sorted(groups, key=lambda g: (g[1], g[0]))
+    index = {g: i for i, g in enumerate(ordered)}
+    received: dict[int, set[Place]] = defaultdict(set)  # device -> groups whose output it has
+    previous: dict[int, int] = {}
+    links = []
+    for g in ordered:
+        device = g[0]
+        first, chunks = groups[g]
+        have = received[device]
+        receive_from, after, listed = [], [], set()
+        for shift, places in chunks:
+            for source in places:
+                if shift:
+                    source = (source[0], source[1] + shift)
+                if source in listed:
+                    continue
+                listed.add(source)
+                if source in have:
+                    after.append(index[source])
+                else:
+                    receive_from.append(index[source])
+                    have.add(source)
+        if device in previous:
+            after.append(previous[device])
+        previous[device] = index[g]
+        # named by its first task's layer and phase, its device and its epoch
+        name = f"{first.rsplit('-', 1)[0]}-d{device}e{g[1]}"
+        links.append(Link(name, tuple(receive_from), tuple(after)))
+    return ordered, links
+
+
+def fuse(tasks: Sequence[Task]) -> list[Group]:
+    """Group `tasks` (a topologically ordered subset of a TaskGraph) by (device, epoch), in
+    the order of (epoch, device): every group comes after those it receives from or follows."""
+    place: dict[str, Place] = {}
+    members: dict[Place, list[Task]] = defaultdict(list)
+    reads: dict[Place, list[Place]] = defaultdict(list)
+    for task in tasks:
+        epoch, sources = place_of(task.device, [d for d in task.deps if d in place], place)
+        where = place[task.key] = (task.device, epoch)
+        members[where].append(task)
+        reads[where] += sources
+    ordered, links = link({g: (members[g][0].key, ((0, reads[g]),)) for g in members})
+    names = [lk.name for lk in links]
+    return [Group(lk.name, g[0], tuple(members[g]), tuple(names[i] for i in lk.receive_from),
+                  tuple(names[i] for i in lk.after)) for g, lk in zip(ordered, links)]
