@@ -34,7 +34,7 @@ from local_cluster import local_cluster  # noqa: E402
 from distributed import Client  # noqa: E402
 
 from flexflow.scheduler.actions import Context  # noqa: E402
-from flexflow.scheduler.calibrate import Probe, interleaved_ms  # noqa: E402
+from flexflow.scheduler.calibration.probes import Probe, interleaved_ms  # noqa: E402
 from flexflow.scheduler.distributed import DaskExecutor  # noqa: E402
 from flexflow.scheduler.taskgraph import Task, TaskGraph  # noqa: E402
 

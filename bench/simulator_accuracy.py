@@ -40,7 +40,7 @@ from tests.parallel import models as test_models  # noqa: E402
 from flexflow.core import DataType, FFConfig, FFModel, LossType, SGDOptimizer  # noqa: E402
 from flexflow.losses import loss_function  # noqa: E402
 from flexflow.scheduler import cluster as cluster_module  # noqa: E402
-from flexflow.scheduler.calibrate import DaskRunner  # noqa: E402
+from flexflow.scheduler.calibration.runners import DaskRunner  # noqa: E402
 from flexflow.scheduler.planner import Planner, PlanOptions  # noqa: E402
 from flexflow.scheduler.search import SearchOptions, one_weird_trick  # noqa: E402
 from flexflow.scheduler.strategy import ParallelConfig, data_parallel_strategy  # noqa: E402

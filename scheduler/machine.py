@@ -10,7 +10,7 @@ the kernel, and otherwise from FLOPs and bytes against the device kind's peak.
 Units everywhere in the simulator: milliseconds and bytes (bandwidths in bytes per ms), as in
 FlexFlow's simulator.
 
-Sources: `calibrate.calibrate` (the live cluster), `read` (FlexFlow's version-1 machine file or
+Sources: `calibration.calibrate` (the live cluster), `read` (FlexFlow's version-1 machine file or
 our JSON form), `preset` (named clusters for planning). A file that cannot be read, is malformed
 or describes an impossible machine (more than `MAX_DEVICES` devices, a missing link, a number
 that is not finite or has the wrong sign) raises `MachineError` naming the file and the line or

@@ -1,12 +1,12 @@
 """A tiny real model trained data parallel: the calibration probe that is a real iteration.
 
-The scheduler probes (calibrate.py) are fused groups of probe actions, and the executor's
-overheads are fitted to them. A real iteration also ships its input batches with the programs,
-runs the loss on every device (each program then returns metric sums), and sums, applies and
-spreads weight gradients with the real actions. On two hosts of different sizes the fitted
-overheads left such iterations 3-6 ms short, whatever the model. This probe measures that gap
-on a model whose kernels take next to nothing (a 4-wide dense layer and a softmax, two samples
-per device), so what it adds to the per-iteration overhead is the machinery's, not a kernel's.
+The scheduler probes (calibration/probes.py) are fused groups of probe actions, and the
+executor's overheads are fitted to them. A real iteration also ships its input batches with the
+programs, runs the loss on every device (each program then returns metric sums), and sums,
+applies and spreads weight gradients with the real actions, which the fitted overheads leave
+out (docs/calibration.md). This probe measures that gap on a model whose kernels take next to
+nothing (a 4-wide dense layer and a softmax, two samples per device), so what it adds to the
+per-iteration overhead is the machinery's, not a kernel's.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..ops.graph import Graph
 from . import machine as machine_module
-from .calibrate import DaskRunner, LocalRunner, calibrate
+from .calibration import DaskRunner, LocalRunner, calibrate
 from .costs import KernelCalls, calls_for
 from .machine import MachineError, MachineModel
 from .search import SearchOptions, SearchSpace, one_weird_trick, print_strategy, search

@@ -39,5 +39,6 @@ def test_a_tuned_process_keeps_what_it_frees_and_a_default_one_returns_it():
 
 
 def test_kernel_fingerprints_tell_the_two_policies_apart():
-    from flexflow.scheduler import allocator, calibrate
-    assert calibrate.fingerprint(cpu_only=True)["allocator"] == allocator.policy()
+    from flexflow.scheduler import allocator
+    from flexflow.scheduler.calibration.cache import fingerprint
+    assert fingerprint(cpu_only=True)["allocator"] == allocator.policy()

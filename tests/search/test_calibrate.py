@@ -4,7 +4,8 @@ the overheads fitted with them."""
 
 import pytest
 
-from flexflow.scheduler import calibrate as C
+from flexflow.scheduler import calibration as C
+from flexflow.scheduler.calibration import cache, fit, machines, measure, probes, timing
 
 
 @pytest.fixture
@@ -15,9 +16,9 @@ def runner(tmp_path, monkeypatch):
 
 def test_cached_overheads_scale_with_the_scheduler_pace(runner, monkeypatch):
     first = C.calibrate(runner, [], stream=open("/dev/null", "w")).machine
-    cached = C._load(next(C.cache_dir().glob("cluster-*.json")))
+    cached = cache.load(next(C.cache_dir().glob("cluster-*.json")))
     # the host has become three times slower at turning tasks around since the measurement
-    monkeypatch.setattr(C, "scheduler_pace_ms", lambda runner: 3 * cached["scheduler_ms"])
+    monkeypatch.setattr(measure, "scheduler_pace_ms", lambda runner: 3 * cached["scheduler_ms"])
     later = C.calibrate(runner, [], stream=open("/dev/null", "w")).machine
     for name, ms in vars(first.overheads).items():
         assert getattr(later.overheads, name) == pytest.approx(3 * ms), name
@@ -26,14 +27,14 @@ def test_cached_overheads_scale_with_the_scheduler_pace(runner, monkeypatch):
 
 def test_the_cores_are_measured_with_the_overheads_and_kept_with_them(runner, monkeypatch):
     quiet = open("/dev/null", "w")
-    monkeypatch.setattr(C, "effective_cores", lambda runner: 1.5)
+    monkeypatch.setattr(measure, "effective_cores", lambda runner: 1.5)
     assert C.calibrate(runner, [], stream=quiet).machine.cores_per_node == 1.5
 
     def measured_again(runner):
         raise AssertionError("a cached calibration measured the cores again")
-    monkeypatch.setattr(C, "effective_cores", measured_again)
+    monkeypatch.setattr(measure, "effective_cores", measured_again)
     assert C.calibrate(runner, [], stream=quiet).machine.cores_per_node == 1.5
-    monkeypatch.setattr(C, "effective_cores", lambda runner: 2.0)  # a core for each device
+    monkeypatch.setattr(measure, "effective_cores", lambda runner: 2.0)  # a core for each device
     assert C.calibrate(runner, [], stream=quiet, refresh_cluster=True).machine.cores_per_node \
         is None
 
@@ -52,13 +53,13 @@ def test_a_kernel_is_timed_against_the_reference_run_next_to_it():
             time.sleep(ms * host["slowness"] / 1e3)
             return "result"
         return run
-    ratio, result = C._median_ratio(run_for(8.0), run_for(4.0), lambda: None)
+    ratio, result = timing._median_ratio(run_for(8.0), run_for(4.0), lambda: None)
     assert result == "result"
     assert ratio == pytest.approx(2.0, rel=0.15)
 
 
 def test_worker_routes_share_each_workers_bandwidth():
-    routes = C.worker_routes(3, latency=0.5, bandwidth=100.0)
+    routes = machines.worker_routes(3, latency=0.5, bandwidth=100.0)
     delay, data = routes[(1, 2)]
     assert delay.resources == () and delay.latency == 0.5  # a round trip holds nothing
     assert data.resources == ("send1", "recv2") and data.bandwidth == 100.0
@@ -69,17 +70,17 @@ def test_fitted_overheads_reproduce_the_probes_from_a_poor_start():
     from flexflow.scheduler.machine import Overheads
     from flexflow.scheduler.simulator import Simulator
 
-    graphs = {("chain", k): C._probe_graph((0, 1), k) for k in C.CHAIN}
-    graphs.update({("ring", k): C._ring_graph(2, k) for k in C.CHAIN})
-    graphs.update({("star", k): C._star_graph(2, k) for k in C.STAR})
+    graphs = {("chain", k): probes.probe_graph((0, 1), k) for k in measure.CHAIN}
+    graphs.update({("ring", k): probes.ring_graph(2, k) for k in measure.CHAIN})
+    graphs.update({("star", k): probes.star_graph(2, k) for k in measure.STAR})
 
     def times(task, hop, receive, iteration, fetch, scheduler):
-        machine = C._probe_machine(2, 1.5, Overheads(task, 0.05, hop, iteration, receive,
+        machine = machines.probe_machine(2, 1.5, Overheads(task, 0.05, hop, iteration, receive,
                                                      scheduler), fetch, 1e6)
         simulator = Simulator(Graph(), None, machine)
         return {name: simulator.simulate_taskgraph(g).time for name, g in graphs.items()}
     measured = times(1.0, 2.0, 0.5, 5.0, 1.0, 1.5)
-    fitted = C.fit_overheads(graphs, measured, 2, 1.5, 0.05, 1e6, (20, 0, 0, 7, 18, 5))
+    fitted = fit.fit_overheads(graphs, measured, 2, 1.5, 0.05, 1e6, (20, 0, 0, 7, 18, 5))
     reproduced = times(*fitted)
     assert [reproduced[n] for n in graphs] == pytest.approx([measured[n] for n in graphs],
                                                             rel=0.02)
@@ -114,6 +115,6 @@ def test_the_calibrated_machine_reproduces_the_real_model_probe(tmp_path, monkey
             machine = C.calibrate(runner, [], stream=open("/dev/null", "w")).machine
         finally:
             cluster_module.disconnect(address)
-    measured = C._load(next(C.cache_dir().glob("cluster-*.json")))["model_probe_ms"]
+    measured = cache.load(next(C.cache_dir().glob("cluster-*.json")))["model_probe_ms"]
     assert measured > 0
     assert ModelProbe(2).simulated_ms(machine) == pytest.approx(measured, rel=0.01)

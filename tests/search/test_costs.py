@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from flexflow.scheduler import actions as A
-from flexflow.scheduler.calibrate import time_kernels
+from flexflow.scheduler.calibration.timing import time_kernels
 from flexflow.scheduler.planner import Planner
 from flexflow.scheduler.simulator import Simulator
 from flexflow.scheduler.strategy import data_parallel_strategy

@@ -1,0 +1,114 @@
+"""Where kernels and probes run: this process (LocalRunner) or a Dask cluster's workers
+(DaskRunner). Both run a function on one device or on all at once, make an executor over
+their devices, and time what only a real cluster has (raw task chains, submissions)."""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import numpy
+
+from .. import actions as A
+from .. import allocator
+from ..cluster import array_module, watched_gather, watched_wait, workers_now
+from ..executor import LocalExecutor
+from ..taskgraph import TaskGraph
+
+
+def _noop(*args) -> None:
+    return None
+
+
+class LocalRunner:
+    """Devices are this process (the in-process executor)."""
+
+    def __init__(self, num_devices: int, cpu_only: bool = False):
+        self.num_devices = num_devices
+        self.cpu_only = cpu_only
+
+    def run(self, device: int, fn, *args):
+        return fn(*args)
+
+    def executor(self, taskgraph: TaskGraph, ctx: A.Context | None = None):
+        return LocalExecutor(taskgraph, ctx or A.Context(None), self.num_devices,
+                             array_module(self.cpu_only))
+
+    def hosts(self) -> list[str]:
+        return ["local"] * self.num_devices
+
+    def run_all(self, fn, *args) -> list:
+        """`fn(*args)` on every device at once; here they run one after the other, as the
+        in-process executor runs devices."""
+        return [fn(*args) for _ in range(self.num_devices)]
+
+    def memory(self) -> list[int | None]:
+        return [None] * self.num_devices
+
+    def raw_chain_ms(self, devices: Sequence[int], length: int) -> float:
+        return 0.0
+
+    def submit_ms(self, device: int, nbytes: int) -> float:
+        return 0.0
+
+
+class DaskRunner:
+    """Device d is the worker `workers[d]` of a Dask cluster."""
+
+    def __init__(self, client, workers: list[str], cpu_only: bool = False,
+                 memory: list[int | None] | None = None):
+        self.client = client
+        self.workers = workers
+        self.num_devices = len(workers)
+        self.cpu_only = cpu_only
+        self._memory = memory  # read with the worker list (cluster.Cluster.memory)
+        client.run(allocator.keep_freed_memory, workers=workers)  # as the executor's workers
+
+    def run(self, device: int, fn, *args):
+        worker = [self.workers[device]]
+        future = self.client.submit(fn, *args, workers=worker, allow_other_workers=False,
+                                    pure=False)
+        watched_wait(self.client, [future], worker, "calibration")
+        return watched_gather(self.client, [future], worker, "calibration")[0]
+
+    def executor(self, taskgraph: TaskGraph, ctx: A.Context | None = None):
+        from ..distributed import DaskExecutor
+        return DaskExecutor(taskgraph, ctx or A.Context(None), self.client, self.workers,
+                            self.cpu_only)
+
+    def hosts(self) -> list[str]:
+        return [w.rsplit("://", 1)[-1].rsplit(":", 1)[0] for w in self.workers]
+
+    def run_all(self, fn, *args) -> list:
+        """`fn(*args)` on every device at once."""
+        futures = [self.client.submit(fn, *args, workers=[w], allow_other_workers=False,
+                                      pure=False) for w in self.workers]
+        watched_wait(self.client, futures, self.workers, "calibration")
+        return watched_gather(self.client, futures, self.workers, "calibration")
+
+    def memory(self) -> list[int | None]:
+        if self._memory is None:
+            info = workers_now(self.client)
+            self._memory = [info[w].get("memory_limit") or None if w in info else None
+                            for w in self.workers]
+        return self._memory
+
+    def raw_chain_ms(self, devices: Sequence[int], length: int) -> float:
+        """A chain of `length` dependent tiny tasks visiting `devices` in turn."""
+        start = time.perf_counter()
+        future = None
+        for i in range(length):
+            worker = self.workers[devices[i % len(devices)]]
+            future = self.client.submit(_noop, future, i, workers=[worker],
+                                        allow_other_workers=False, pure=False)
+        watched_wait(self.client, [future], self.workers, "calibration")
+        return (time.perf_counter() - start) * 1e3
+
+    def submit_ms(self, device: int, nbytes: int) -> float:
+        """Submitting a task with an array of `nbytes` to the device, until it has run."""
+        payload = numpy.zeros(nbytes, "uint8")
+        start = time.perf_counter()
+        future = self.client.submit(_noop, payload, workers=[self.workers[device]],
+                                    allow_other_workers=False, pure=False)
+        watched_wait(self.client, [future], self.workers, "calibration")
+        return (time.perf_counter() - start) * 1e3
