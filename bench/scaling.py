@@ -17,7 +17,7 @@ from distributed import LocalCluster
 
 from flexflow.core import ActiMode, FFConfig, FFModel, LossType, SGDOptimizer
 from flexflow.scheduler import cluster as cluster_module
-from flexflow.scheduler.executor import fuse
+from flexflow.scheduler.fusion import fuse
 from flexflow.scheduler.taskgraph import PHASES
 
 CORES = 2

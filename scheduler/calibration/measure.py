@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from .. import actions as A
-from ..executor import fuse, run_group
+from ..executor import run_group
+from ..fusion import fuse
 from ..machine import GB, Overheads
 from ..model_probe import ModelProbe
 from .cache import CACHE_FORMAT, CLUSTER_FORMAT, cache_dir, digest, load, store

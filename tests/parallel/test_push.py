@@ -13,7 +13,7 @@ from flexflow.ops.box import Box
 from flexflow.scheduler import cluster as cluster_module
 from flexflow.scheduler.actions import Receive
 from flexflow.scheduler.distributed import programs
-from flexflow.scheduler.executor import fuse
+from flexflow.scheduler.fusion import fuse
 from flexflow.scheduler.push import POLL_S, Cancelled, Mailbox, Parcel
 from flexflow.scheduler.taskgraph import Task
 
