@@ -16,6 +16,7 @@ from ..ops.box import Box
 from ..ops.finite import all_finite
 from ..ops.graph import Graph
 from ..ops.optimizers import UpdateRule
+from . import messages as M
 from .store import DeviceStore, WeightKey
 
 @dataclass
@@ -34,8 +35,8 @@ class Action:
         raise NotImplementedError
 
 
-def _emit(out: dict, device: int, item: tuple) -> None:
-    out.setdefault(device, []).append(item)
+def _emit(out: dict, device: int, message: M.Message) -> None:
+    out.setdefault(device, []).append(message)
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,7 @@ class SendPartial(Action):
 
     def run(self, store, ctx, out):
         key = (self.layer, self.phase, self.part)
-        _emit(out, self.dst, ("partial", key, store.partials[key]))
+        _emit(out, self.dst, M.Partial(key, store.partials[key]))
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,7 @@ class Send(Action):
 
     def run(self, store, ctx, out):
         array = (store.read_grad if self.grad else store.read)(self.tensor, self.box)
-        _emit(out, self.dst, ("grad" if self.grad else "value", self.tensor, self.box, array))
+        _emit(out, self.dst, (M.Grad if self.grad else M.Value)(self.tensor, self.box, array))
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,7 @@ class SendWeightGrad(Action):
     def run(self, store, ctx, out):
         grad = store.weight_grads.get(self.key)
         if grad is not None:
-            _emit(out, self.dst, ("wgrad", self.key, grad))
+            _emit(out, self.dst, M.WeightGrad(self.key, grad))
 
 
 NONFINITE_GRADIENT = "nonfinite_gradient"  # metrics record of a checked Update: its weight key
@@ -215,6 +216,7 @@ class Update(Action):
 
     key: WeightKey
     check_finite: bool = False
+    incoming: int = 0  # gradients of the box that replicas send in, added to the owner's first
 
     def run(self, store, ctx, out):
         grad = store.weight_grads.get(self.key)
@@ -270,7 +272,7 @@ class SendWeight(Action):
     dst: int
 
     def run(self, store, ctx, out):
-        _emit(out, self.dst, ("weight", self.key, store.weights[self.key]))
+        _emit(out, self.dst, M.NewWeight(self.key, store.weights[self.key]))
 
 
 @dataclass(frozen=True)
@@ -280,21 +282,3 @@ class Receive(Action):
 
     def run(self, store, ctx, out):
         pass
-
-
-def receive(store: DeviceStore, items) -> None:
-    """Apply what other devices sent to this one."""
-    for item in items:
-        kind = item[0]
-        if kind == "value":
-            store.put(item[1], item[2], store.xp.asarray(item[3]))
-        elif kind == "grad":
-            store.add_grad(item[1], item[2], store.xp.asarray(item[3]), received=True)
-        elif kind == "wgrad":
-            store.incoming_wgrads.setdefault(item[1], []).append(store.xp.asarray(item[2]))
-        elif kind == "partial":
-            store.partials[item[1]] = store.xp.asarray(item[2])
-        elif kind == "weight":
-            store.weights[item[1]][...] = store.xp.asarray(item[2])
-        else:
-            raise ValueError(f"unknown item kind {kind!r}")

@@ -205,11 +205,9 @@ class TaskCoster:
         if kind is A.SendWeightGrad or kind is A.SendWeight:
             dedupe = ("weight", action.key) if kind is A.SendWeight else None
             return TaskCost(ms, volume(action.key[2]) * 4, dedupe)
-        if kind is A.Update:  # sums the gradients replicas send in first
-            incoming = sum(1 for d in task.deps if "-sendgrad-" in d)
-            if incoming:
-                call = self.calls.sum_call(action.key[2].shape)
-                ms += incoming * machine.kernel_time(device, call.key, call.flops, call.nbytes)
+        if kind is A.Update and action.incoming:  # sums the gradients replicas send in first
+            call = self.calls.sum_call(action.key[2].shape)
+            ms += action.incoming * machine.kernel_time(device, call.key, call.flops, call.nbytes)
         return TaskCost(ms)
 
 

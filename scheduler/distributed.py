@@ -29,10 +29,12 @@ from typing import Any
 
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
-from .actions import Context, Load, receive
+from .actions import Context, Load
 from .allocator import keep_freed_memory
 from .cluster import alive, array_module, check_alive, watched_gather, watched_wait
-from .executor import Executor, Group, run_tasks, start_iteration
+from .executor import Executor, run_tasks, start_iteration
+from .fusion import Group
+from .messages import receive
 from .push import HANDLER, Mailbox, Parcel, post, settle, task_wanted
 from .store import DeviceStore
 from .taskgraph import TaskGraph

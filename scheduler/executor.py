@@ -15,7 +15,8 @@ import numpy
 
 from ..ops.box import Box
 from . import allocator
-from .actions import Context, receive, run_timed
+from .actions import Context, run_timed
+from .messages import receive
 from .fusion import Group, fuse
 from .store import DeviceStore, WeightKey
 from .taskgraph import TaskGraph

@@ -413,7 +413,7 @@ class TaskGraphBuilder:
             deps.append(w.add(f"{name}-sendgrad-{r}", r, "update",
                               A.SendWeightGrad(wkey, owner), after))
         update = w.add(f"{name}-update", owner, "update",
-                       A.Update(wkey, self.checks.finite_gradients), deps)
+                       A.Update(wkey, self.checks.finite_gradients, len(replicas)), deps)
         for r in replicas:
             send = w.add(f"{name}-sendweight-{r}", owner, "update", A.SendWeight(wkey, r),
                          [update])

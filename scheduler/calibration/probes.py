@@ -20,6 +20,7 @@ from ...ops.elementwise import ElementUnary
 from ...ops.graph import Graph
 from ...ops.spec import TensorSpec
 from .. import actions as A
+from ..messages import Partial
 from ..taskgraph import Task, TaskGraph
 
 PAYLOAD_BYTES = 16 << 10  # what each scheduler probe task sends on, as every real fused task does
@@ -38,7 +39,7 @@ class Probe(A.Action):
         if self.nbytes:
             size = self.nbytes // PAYLOAD_ITEMS
             out.setdefault(self.dst, []).extend(
-                ("partial", ("probe", i), numpy.zeros(size, "uint8"))
+                Partial(("probe", i), numpy.zeros(size, "uint8"))
                 for i in range(PAYLOAD_ITEMS))
         if self.metrics:
             out.setdefault("metrics", []).append({})

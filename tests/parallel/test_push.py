@@ -14,6 +14,7 @@ from flexflow.scheduler import cluster as cluster_module
 from flexflow.scheduler.actions import Receive
 from flexflow.scheduler.distributed import programs
 from flexflow.scheduler.fusion import fuse
+from flexflow.scheduler.messages import Grad, WeightGrad
 from flexflow.scheduler.push import POLL_S, Cancelled, Mailbox, Parcel
 from flexflow.scheduler.taskgraph import Task
 
@@ -50,14 +51,15 @@ def test_a_mailbox_drops_what_earlier_iterations_left():
 
 
 def test_a_parcel_crosses_dask_s_wire_format_whole():
-    items = [("grad", 3, Box(((0, 4), (2, 6))), np.arange(16, dtype=np.float32).reshape(4, 4)),
-             ("wgrad", (1, 0, Box(((0, 8),))), np.ones(8, np.float32))]
+    items = [Grad(3, Box(((0, 4), (2, 6))), np.arange(16, dtype=np.float32).reshape(4, 4)),
+             WeightGrad((1, 0, Box(((0, 8),))), np.ones(8, np.float32))]
     header, frames = serialize(to_serialize(Parcel(items)))
     assert len(frames) == 3  # one pickle, then each array's own buffer
     arrived = deserialize(header, frames).items
-    assert [item[:-1] for item in arrived] == [item[:-1] for item in items]
+    assert [type(m) for m in arrived] == [Grad, WeightGrad]
+    assert (arrived[0].tensor, arrived[0].box, arrived[1].key) == (3, items[0].box, items[1].key)
     for got, sent in zip(arrived, items):
-        np.testing.assert_array_equal(got[-1], sent[-1])
+        np.testing.assert_array_equal(got.array, sent.array)
 
 
 def test_each_device_s_program_lists_where_its_groups_send():

@@ -1,0 +1,80 @@
+"""What one device sends another: frozen values that each know how they are taken in.
+
+A group's sends collect in its output under the destination device (`actions`); the executor
+hands them to that device's store before the groups that receive them run (`receive`). On a
+cluster they travel in a `push.Parcel`, which pickles them with their arrays out of band.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from ..ops.box import Box
+from .store import DeviceStore, WeightKey
+
+
+@dataclass(frozen=True)
+class Value:
+    """A box of a tensor's value (an activation another partition reads)."""
+
+    tensor: int
+    box: Box
+    array: Any
+
+    def apply(self, store: DeviceStore) -> None:
+        store.put(self.tensor, self.box, store.xp.asarray(self.array))
+
+
+@dataclass(frozen=True)
+class Grad:
+    """A box of a tensor's gradient, added to what the device has of it."""
+
+    tensor: int
+    box: Box
+    array: Any
+
+    def apply(self, store: DeviceStore) -> None:
+        store.add_grad(self.tensor, self.box, store.xp.asarray(self.array), received=True)
+
+
+@dataclass(frozen=True)
+class WeightGrad:
+    """A replica's gradient of a weight box, for the owner to sum before it updates."""
+
+    key: WeightKey
+    array: Any
+
+    def apply(self, store: DeviceStore) -> None:
+        store.incoming_wgrads.setdefault(self.key, []).append(store.xp.asarray(self.array))
+
+
+@dataclass(frozen=True)
+class Partial:
+    """A partition's partial statistics of a reduction, keyed (layer, phase, partition)."""
+
+    key: tuple
+    array: Any
+
+    def apply(self, store: DeviceStore) -> None:
+        store.partials[self.key] = store.xp.asarray(self.array)
+
+
+@dataclass(frozen=True)
+class NewWeight:
+    """The owner's updated weight box, written over a replica's."""
+
+    key: WeightKey
+    array: Any
+
+    def apply(self, store: DeviceStore) -> None:
+        store.weights[self.key][...] = store.xp.asarray(self.array)
+
+
+Message = Value | Grad | WeightGrad | Partial | NewWeight
+
+
+def receive(store: DeviceStore, messages: Iterable[Message]) -> None:
+    """Apply what other devices sent to this one."""
+    for message in messages:
+        message.apply(store)
