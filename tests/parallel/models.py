@@ -79,7 +79,8 @@ def embedding_bag(ff):
 
 
 MODELS = {"mlp": mlp, "cnn_batch_norm": cnn_batch_norm, "concat_cnn": concat_cnn,
-          "residual_block": residual_block, "transformer_block": transformer_block}
+          "residual_block": residual_block, "transformer_block": transformer_block,
+          "embedding_bag": embedding_bag}
 
 
 def batches(inputs, steps: int, seed: int = 0):
@@ -94,13 +95,23 @@ def batches(inputs, steps: int, seed: int = 0):
 
 
 # ---- strategies ---------------------------------------------------------------------------------
-def _split(kinds, shape, n, wanted) -> tuple[int, ...] | None:
-    """Degrees splitting the first dim of kind `wanted` that n divides, or None."""
-    for dim, kind in enumerate(kinds):
-        if kind == wanted and dim > 0 and shape[dim] % n == 0:
+class SplitError(ValueError):
+    """A strategy kind that does not fit a model: a case run under it would not test what its
+    name says."""
+
+
+def _split(kinds, shape, n, wanted, layer) -> tuple[int, ...] | None:
+    """Degrees splitting the first dim of kind `wanted` that n divides; None where the layer has
+    no dim of that kind at all; SplitError where it has some but n divides none of them."""
+    dims = [dim for dim, kind in enumerate(kinds) if kind == wanted and dim > 0]
+    for dim in dims:
+        if shape[dim] % n == 0:
             degrees = [1] * len(shape)
             degrees[dim] = n
             return tuple(degrees)
+    if dims:
+        raise SplitError(f"layer {layer.name} has {wanted.value} dims of sizes "
+                         f"{[shape[dim] for dim in dims]}, none of which {n} divides")
     return None
 
 
@@ -108,9 +119,26 @@ def _sample(shape, n):
     return (n,) + (1,) * (len(shape) - 1)
 
 
-def layer_config(kind: str, layer, graph, n: int, index: int, last: bool) -> ParallelConfig:
+def _kind_degrees(kind: str, layer, graph, n: int) -> tuple[int, ...]:
+    """The degrees of a `kind` split ("sample", "parameter", "attribute", "mixed") of `layer`.
+    A layer with no dim of the kind's split (a Flat has neither a PARAMETER nor an ATTRIBUTE dim,
+    an attention output no PARAMETER dim) stays data parallel, as FlexFlow's strategies leave
+    such layers: the kind is about the layers that have one."""
     shape = graph.tensors[layer.outputs[0]].spec.shape
     kinds = layer.op.dim_kinds(graph.in_specs(layer))
+    degrees = None
+    if kind == "parameter":
+        degrees = _split(kinds, shape, n, DimKind.PARAMETER, layer)
+    elif kind == "attribute":
+        degrees = _split(kinds, shape, n, DimKind.ATTRIBUTE, layer)
+    elif kind == "mixed":  # 2-way sample by n/2-way parameter: on 2 devices, a sample split
+        half = _split(kinds, shape, n // 2, DimKind.PARAMETER, layer)
+        degrees = None if half is None else (2,) + half[1:]
+    return degrees or _sample(shape, n)
+
+
+def layer_config(kind: str, layer, graph, n: int, index: int, last: bool) -> ParallelConfig:
+    shape = graph.tensors[layer.outputs[0]].spec.shape
     devices = list(range(n))
     if last:
         return ParallelConfig(_sample(shape, n), tuple(devices))
@@ -121,23 +149,46 @@ def layer_config(kind: str, layer, graph, n: int, index: int, last: bool) -> Par
         config = layer_config(cycle[index % len(cycle)], layer, graph, n, index, last)
         rotation = index % n
         return ParallelConfig(config.degrees, tuple((d + rotation) % n for d in config.devices))
-    degrees = None
-    if kind == "parameter":
-        degrees = _split(kinds, shape, n, DimKind.PARAMETER)
-    elif kind == "attribute":
-        degrees = _split(kinds, shape, n, DimKind.ATTRIBUTE)
-    elif kind == "mixed":
-        half = _split(kinds, shape, n // 2, DimKind.PARAMETER) if n >= 4 else None
-        if half is not None:
-            degrees = (2,) + half[1:]
-    degrees = degrees or _sample(shape, n)
+    degrees = _kind_degrees(kind, layer, graph, n)
     parts = int(np.prod(degrees))
     return ParallelConfig(degrees, tuple(devices[:parts]))
 
 
 STRATEGY_KINDS = ("sample", "parameter", "attribute", "mixed", "placement", "reshard")
+DEVICE_COUNTS = (2, 4)
 
 
-def strategy(kind: str, graph, n: int) -> dict:
+def _configs(kind: str, graph, n: int) -> dict:
     return {layer.name: layer_config(kind, layer, graph, n, i, i == len(graph.layers) - 1)
             for i, layer in enumerate(graph.layers)}
+
+
+def strategy(kind: str, graph, n: int, model: str = "the model") -> dict:
+    """Each layer's config under `kind` on n devices (the last layer is always data parallel).
+    SplitError, naming `model`, where a layer that has a dim of the kind's split cannot be split
+    n ways, or where the strategy is data parallelism on every layer (a "parameter" case that
+    split nothing would test data parallelism again under another name)."""
+    if kind not in STRATEGY_KINDS:
+        raise ValueError(f"unknown strategy kind {kind!r}; expected one of {STRATEGY_KINDS}")
+    try:
+        configs = _configs(kind, graph, n)
+    except SplitError as error:
+        raise SplitError(f"{model}, {kind} on {n} devices: {error}") from None
+    if kind != "sample" and configs == _configs("sample", graph, n):
+        raise SplitError(f"{model}, {kind} on {n} devices: splits no layer other than "
+                         "data parallelism does")
+    return configs
+
+
+# (model, kind, n) left out of the strategy tests, and why: under them every layer would be
+# data parallel, so their tests would repeat the "sample" ones under another name
+NO_SPLIT = {
+    **{(name, "mixed", 2): "mixed is 2-way sample by n/2-way parameter: on 2 devices, sample"
+       for name in MODELS},
+    **{("embedding_bag", "attribute", n): "only its softmax has an ATTRIBUTE dim, and the last "
+       "layer is always data parallel" for n in DEVICE_COUNTS},
+}
+
+# every other (model, kind, n): under each, some layer is split as its kind says
+CASES = [(name, kind, n) for name in MODELS for kind in STRATEGY_KINDS for n in DEVICE_COUNTS
+         if (name, kind, n) not in NO_SPLIT]

@@ -6,7 +6,7 @@ import pytest
 
 from flexflow.core import FFConfig, FFModel, LossType, MetricsType, SGDOptimizer
 
-from .models import BATCH, MODELS, STRATEGY_KINDS, batches, strategy
+from .models import BATCH, CASES, MODELS, batches, strategy
 
 STEPS = 10
 
@@ -17,7 +17,7 @@ def train(build, argv, kind=None, n=1):
     ff.compile(optimizer=SGDOptimizer(ff, lr=0.05, momentum=0.9),
                loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
                metrics=[MetricsType.METRICS_ACCURACY],
-               strategy=None if kind is None else strategy(kind, ff.graph, n))
+               strategy=None if kind is None else strategy(kind, ff.graph, n, build.__name__))
     losses = []
     for xs, y in batches(inputs, STEPS):
         for tensor, array in zip(inputs, xs):
@@ -48,9 +48,7 @@ def assert_same_run(run, ref):
         assert np.linalg.norm(w - w_ref) <= 1e-4 * np.linalg.norm(w_ref) + 1e-6
 
 
-@pytest.mark.parametrize("n", [2, 4])
-@pytest.mark.parametrize("kind", STRATEGY_KINDS)
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name, kind, n", CASES)
 def test_strategy_gives_single_device_numbers(name, kind, n):
     run = train(MODELS[name], ["-ll:gpu", str(n), "--in-process"], kind, n)
     assert_same_run(run, reference(name))
