@@ -44,7 +44,6 @@ from flexflow.scheduler.calibrate import DaskRunner  # noqa: E402
 from flexflow.scheduler.planner import Planner, PlanOptions  # noqa: E402
 from flexflow.scheduler.search import SearchOptions, one_weird_trick  # noqa: E402
 from flexflow.scheduler.strategy import ParallelConfig, data_parallel_strategy  # noqa: E402
-from flexflow.scheduler.taskgraph import build_task_graph  # noqa: E402
 
 ALEXNET_BATCH = 64
 TEST_KINDS = ("sample", "parameter", "reshard")
@@ -101,11 +100,10 @@ def predict(ff, client, workers, batch, refresh):
     output = graph.tensors[graph.layers[-1].outputs[0]].spec
     loss = loss_function(LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, (), batch,
                         output.size // batch, True)
-    options = PlanOptions(SearchOptions(0), refresh_cluster=refresh)
+    options = PlanOptions(SearchOptions(0), refresh_cluster=refresh, checks=ff._checks())
     planner = Planner(graph, ff.objective, len(workers), DaskRunner(client, workers), options,
                       loss, ff.optimizer.rule(), stream=open(os.devnull, "w"))
-    taskgraph = build_task_graph(graph, ff.strategy, len(workers), ff.objective)
-    return planner.simulate(ff.strategy, taskgraph).time, planner.simulator.machine
+    return planner.simulate(ff.strategy, ff._executor.taskgraph).time, planner.simulator.machine
 
 
 def describe_calibration(machine) -> str:

@@ -1,8 +1,9 @@
 """Weight initializers (reference 2.8), run on the host, seeded and deterministic.
 
-A layer given no initializer gets FlexFlow's defaults by weight role: Glorot uniform for kernels
-and embeddings (seeded from the model seed and the layer's guid, so runs repeat exactly), zeros
-for biases, ones for normalisation scales and running variances.
+A layer given no initializer gets the default its weights declare (`WeightSpec.initializer`), as
+FlexFlow chooses them: Glorot uniform for kernels and embeddings (seeded from the model seed and
+the layer's guid, so runs repeat exactly), zeros for biases, ones for normalisation scales and
+running variances.
 """
 
 from __future__ import annotations
@@ -77,8 +78,8 @@ class ArrayInitializer(Initializer):
 
 
 def default_initializer(spec: WeightSpec, seed: int) -> Initializer:
-    if spec.role in ("kernel", "embedding"):
+    if spec.initializer == "glorot_uniform":
         return GlorotUniformInitializer(seed)
-    if spec.role in ("scale", "running_var"):
+    if spec.initializer == "ones":
         return OnesInitializer()
     return ZeroInitializer()

@@ -53,7 +53,7 @@ from .scheduler.progress import Progress
 from .scheduler.planner import Planner, PlanOptions, capacities, runner_for
 from .scheduler.search import SearchOptions
 from .scheduler.strategy import data_parallel_strategy
-from .scheduler.taskgraph import Objective, build_task_graph
+from .scheduler.taskgraph import Checks, Objective, build_task_graph
 from .tensor import Parameter, Tensor
 from .type import (ACTIVATION, AGGREGATION, NUMPY_DTYPE, ActiMode, AggrMode, CompMode, DataType,
                    LossType, MetricsType, PoolType)
@@ -319,7 +319,7 @@ class FFModel:
         op = MultiHeadAttention(int(embed_dim), int(num_heads), int(kdim), int(vdim),
                                 float(dropout), bool(bias), bool(add_bias_kv),
                                 bool(add_zero_attn))
-        projections = [kernel_initializer if w.role == "kernel" else None
+        projections = [kernel_initializer if w.initializer == "glorot_uniform" else None
                        for w in op.weight_specs([query.spec, key.spec, value.spec])]
         return self._add(op, [query, key, value], name, None, projections)
 
@@ -455,7 +455,8 @@ class FFModel:
             strategy = self._search(planner, strategy, trace)
             what = "the searched strategy"
         self.strategy = dict(strategy or data_parallel_strategy(self.graph, num_devices))
-        taskgraph = build_task_graph(self.graph, self.strategy, num_devices, objective)
+        taskgraph = build_task_graph(self.graph, self.strategy, num_devices, objective,
+                                     self._checks())
         planner.finish(self.strategy, taskgraph, capacities(runner, config.device_memory_mb << 20),
                        what, config.export_strategy_file if first else "")
         self._ctx = Context(self.graph, self._loss, self._update_rule(), self._feeds)
@@ -470,9 +471,6 @@ class FFModel:
             self._profiler = profiling.OpProfiler(self.graph,
                                                   simulator.simulate_taskgraph(taskgraph),
                                                   simulator.machine.describe())
-            taskgraph = profiling.instrument(taskgraph)
-        if not config.allow_nonfinite:
-            taskgraph = nonfinite.guard(taskgraph)
         self._cluster_in_use = cluster
         if cluster:
             self._executor = DaskExecutor(taskgraph, self._ctx, cluster.client, cluster.workers,
@@ -497,7 +495,12 @@ class FFModel:
                                  if first else (0, ""))
         return PlanOptions(search, version, machine_file, config.device_memory_mb << 20,
                            config.export_strategy_task_graph_file if first else "",
-                           config.cpu_only)
+                           config.cpu_only, checks=self._checks())
+
+    def _checks(self) -> Checks:
+        """What the task graphs check and measure: the non-finite guard and `--profiling`."""
+        return Checks(finite_gradients=not self._ffconfig.allow_nonfinite,
+                      kernel_times=self._ffconfig.profiling)
 
     def _cluster(self):
         """The Dask cluster this run uses, or None to run in this process (DESIGN.md)."""

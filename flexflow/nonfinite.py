@@ -3,9 +3,9 @@
 (then training goes on, as FlexFlow's did).
 
 Cheap while all is well, since nothing extra leaves the devices: the loss is already on the
-client in the metrics, and every weight update of a guarded task graph (`guard`) tests the
-gradient it is about to apply, reporting through the metrics channel only when that gradient is
-not finite. Only then does `diagnose` read this iteration's values and gradients back from the
+client in the metrics, and every weight update of a guarded task graph (built so:
+`taskgraph.Checks`) tests the gradient it is about to apply, reporting through the metrics
+channel only when that gradient is not finite. Only then does `diagnose` read this iteration's values and gradients back from the
 devices (they stay in the device stores until the next forward pass starts): the fed batches,
 every layer's outputs in forward order, the loss, then the gradients each layer's backward pass
 made (of its weights, then of its inputs) in backward order. A gradient that several layers add
@@ -20,12 +20,11 @@ that step was applied in full.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from .scheduler.actions import NONFINITE_GRADIENT, Update
-from .scheduler.taskgraph import TaskGraph
+from .scheduler.actions import NONFINITE_GRADIENT
 
 
 class NonFiniteError(FloatingPointError):
@@ -39,13 +38,6 @@ class NonFiniteError(FloatingPointError):
         self.layer = layer
         self.tensor = tensor
         self.iteration = iteration
-
-
-def guard(taskgraph: TaskGraph) -> TaskGraph:
-    """The same task graph with every weight update checking its gradient."""
-    tasks = [replace(t, action=replace(t.action, check_finite=True))
-             if isinstance(t.action, Update) else t for t in taskgraph.tasks]
-    return TaskGraph(tasks, taskgraph.weight_devices)
 
 
 def check(model, phases: tuple[str, ...], pieces: list[dict]) -> list[dict]:

@@ -1,11 +1,11 @@
 """`--profiling`: every operator's forward and backward time, measured on its devices while the
 model trains, printed next to what the simulator predicts for the same tasks.
 
-Measuring: the kernel actions of the task graph the executor runs (forward and backward
-partitions, and the partial statistics of reductions) are wrapped in `Timed`, which times the
-action where it runs (after synchronising the GPU, when there is one) and hands the time back
-through the executors' metrics channel, the one way results already travel from every device to
-the client. `OpProfiler.take` separates those records from the metric sums.
+Measuring: the kernel tasks of the task graph the executor runs (forward and backward
+partitions, and the partial statistics of reductions) are built timed (`taskgraph.Checks`): each
+is timed where it runs (after synchronising the GPU, when there is one, `actions.run_timed`) and
+the time comes back through the executors' metrics channel, the one way results already travel
+from every device to the client. `OpProfiler.take` separates those records from the metric sums.
 
 Predicting: the time the simulator gives each of those tasks when it simulates the same task
 graph (`Simulator.simulate_taskgraph`) on the run's machine model: the one the flags name, or
@@ -22,62 +22,11 @@ from __future__ import annotations
 import atexit
 import statistics
 import sys
-import time
-from dataclasses import dataclass, replace
 
 from .ops.graph import Graph
 from .scheduler import actions as A
-from .scheduler.taskgraph import TaskGraph
 
-TIMING = "op_time_ms"  # the record key in the metrics channel
 PHASES = ("forward", "backward")
-
-
-def _kernel_of(action: A.Action) -> tuple[int, int, str] | None:
-    """(layer, partition, phase) of an action that runs an operator's kernels, else None."""
-    if isinstance(action, A.Forward):
-        return action.layer, action.part, "forward"
-    if isinstance(action, A.ForwardPartial):
-        return action.forward.layer, action.forward.part, "forward"
-    if isinstance(action, (A.Backward, A.BackwardPartial)):
-        return action.layer, action.part, "backward"
-    return None
-
-
-@dataclass(frozen=True)
-class Timed(A.Action):
-    """Runs `inner` and records how long it took on its device, in milliseconds."""
-
-    inner: A.Action
-    layer: int
-    part: int
-    phase: str
-
-    def run(self, store, ctx, out):
-        synchronize = _synchronizer(store.xp)
-        synchronize()
-        start = time.perf_counter()
-        self.inner.run(store, ctx, out)
-        synchronize()
-        ms = (time.perf_counter() - start) * 1e3
-        out.setdefault("metrics", []).append({TIMING: (self.layer, self.part, self.phase, ms)})
-
-
-def _synchronizer(xp):
-    """Waits for queued GPU work (CuPy); nothing to wait for with NumPy."""
-    cuda = getattr(xp, "cuda", None)
-    if cuda is None:
-        return lambda: None
-    return lambda: cuda.get_current_stream().synchronize()
-
-
-def instrument(taskgraph: TaskGraph) -> TaskGraph:
-    """The same task graph with every kernel action timed."""
-    tasks = []
-    for task in taskgraph.tasks:
-        kernel = _kernel_of(task.action)
-        tasks.append(task if kernel is None else replace(task, action=Timed(task.action, *kernel)))
-    return TaskGraph(tasks, taskgraph.weight_devices)
 
 
 def predict(simulation) -> dict[tuple[int, int, str], float]:
@@ -86,7 +35,7 @@ def predict(simulation) -> dict[tuple[int, int, str], float]:
     predicted: dict[tuple[int, int, str], float] = {}
     for plan in simulation.plans:
         for task, ms in zip(plan.tasks, plan.task_ms):
-            kernel = _kernel_of(task.action)
+            kernel = A.kernel_of(task.action)
             if kernel is not None:
                 predicted[kernel] = predicted.get(kernel, 0.0) + ms
     return predicted
@@ -114,7 +63,7 @@ class OpProfiler:
         times: dict[tuple[int, int, str], float] = {}
         rest = []
         for piece in pieces:
-            timing = piece.get(TIMING)
+            timing = piece.get(A.TIMING)
             if timing is None:
                 rest.append(piece)
                 continue

@@ -99,16 +99,15 @@ class MultiHeadAttention(Operator):
 
     def weight_specs(self, inputs):
         e = self.embed_dim
-        specs = [WeightSpec("q_proj", (e, e), "kernel", e, e),
-                 WeightSpec("k_proj", (e, self.key_dim), "kernel", self.key_dim, e),
-                 WeightSpec("v_proj", (e, self.value_dim), "kernel", self.value_dim, e)]
+        specs = [_projection("q_proj", e, e), _projection("k_proj", e, self.key_dim),
+                 _projection("v_proj", e, self.value_dim)]
         if self.bias:
-            specs += [WeightSpec(name, (e,), "bias") for name in ("q_bias", "k_bias", "v_bias")]
-        specs.append(WeightSpec("out_proj", (e, e), "kernel", e, e))
+            specs += [WeightSpec(name=name, shape=(e,)) for name in ("q_bias", "k_bias", "v_bias")]
+        specs.append(_projection("out_proj", e, e))
         if self.bias:
-            specs.append(WeightSpec("out_bias", (e,), "bias"))
+            specs.append(WeightSpec(name="out_bias", shape=(e,)))
         if self.add_bias_kv:
-            specs += [WeightSpec(name, (1, 1, e), "bias") for name in ("bias_k", "bias_v")]
+            specs += [WeightSpec(name=name, shape=(1, 1, e)) for name in ("bias_k", "bias_v")]
         return tuple(specs)
 
     def _unpack(self, ws):
@@ -198,3 +197,8 @@ class MultiHeadAttention(Operator):
         projections = 2 * e * (q.size + k.size + v.size + b * lq * e)
         attention = 4 * b * lq * lk * e  # Q K^T and attn V
         return projections + attention + 5 * b * self.num_heads * lq * lk  # softmax
+
+
+def _projection(name: str, out_dim: int, in_dim: int) -> WeightSpec:
+    return WeightSpec(name=name, shape=(out_dim, in_dim), initializer="glorot_uniform",
+                      fan_in=in_dim, fan_out=out_dim)

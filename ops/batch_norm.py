@@ -62,9 +62,11 @@ class BatchNorm(Operator):
 
     def weight_specs(self, inputs):
         channels = (inputs[0].shape[1],)
-        return (WeightSpec("scale", channels, "scale"), WeightSpec("bias", channels, "bias"),
-                WeightSpec("running_mean", channels, "running_mean"),
-                WeightSpec("running_var", channels, "running_var"))
+        return (WeightSpec(name="scale", shape=channels, initializer="ones"),
+                WeightSpec(name="bias", shape=channels),
+                WeightSpec(name="running_mean", shape=channels, trainable=False),
+                WeightSpec(name="running_var", shape=channels, initializer="ones",
+                           trainable=False))
 
     def forward_partial(self, xp, xs, ws, part):
         (x,) = xs

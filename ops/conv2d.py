@@ -290,11 +290,12 @@ class Conv2D(Operator):
     def weight_specs(self, inputs):
         per_group = inputs[0].shape[1] // self.groups
         area = self.kernel[0] * self.kernel[1]
-        kernel = WeightSpec("kernel", (self.out_channels, per_group) + tuple(self.kernel),
-                            "kernel", per_group * area, self.out_channels * area // self.groups)
+        shape = (self.out_channels, per_group) + tuple(self.kernel)
+        kernel = WeightSpec(name="kernel", shape=shape, initializer="glorot_uniform",
+                            fan_in=per_group * area, fan_out=self.out_channels * area // self.groups)
         if not self.use_bias:
             return (kernel,)
-        return kernel, WeightSpec("bias", (self.out_channels,), "bias")
+        return kernel, WeightSpec(name="bias", shape=(self.out_channels,))
 
     def forward(self, xp, xs, ws, part):
         (x,), kernel = xs, ws[0]

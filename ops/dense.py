@@ -37,10 +37,11 @@ class Dense(Operator):
 
     def weight_specs(self, inputs):
         in_dim = inputs[0].shape[-1]
-        kernel = WeightSpec("kernel", (self.out_dim, in_dim), "kernel", in_dim, self.out_dim)
+        kernel = WeightSpec(name="kernel", shape=(self.out_dim, in_dim),
+                            initializer="glorot_uniform", fan_in=in_dim, fan_out=self.out_dim)
         if not self.use_bias:
             return (kernel,)
-        return kernel, WeightSpec("bias", (self.out_dim,), "bias")
+        return kernel, WeightSpec(name="bias", shape=(self.out_dim,))
 
     def forward(self, xp, xs, ws, part):
         (x,) = xs

@@ -43,8 +43,9 @@ class Embedding(Operator):
         return (TensorSpec((x.shape[0], self.embedding_dim)),)
 
     def weight_specs(self, inputs):
-        return (WeightSpec("weight", (self.num_embeddings, self.embedding_dim), "embedding",
-                           self.num_embeddings, self.embedding_dim),)
+        return (WeightSpec(name="weight", shape=(self.num_embeddings, self.embedding_dim),
+                           initializer="glorot_uniform", fan_in=self.num_embeddings,
+                           fan_out=self.embedding_dim),)
 
     def forward(self, xp, xs, ws, part):
         (idx,) = xs

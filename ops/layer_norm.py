@@ -55,7 +55,8 @@ class LayerNorm(Operator):
         if not self.elementwise_affine:
             return ()
         shape = self._normalised_shape(inputs)
-        return WeightSpec("gamma", shape, "scale"), WeightSpec("beta", shape, "bias")
+        return (WeightSpec(name="gamma", shape=shape, initializer="ones"),
+                WeightSpec(name="beta", shape=shape))
 
     def forward(self, xp, xs, ws, part):
         (x,) = xs

@@ -61,20 +61,31 @@ class TensorSpec:
         return self.size * self.itemsize
 
 
-@dataclass(frozen=True)
-class WeightSpec:
-    """A trainable tensor an operator owns.
+INITIALIZERS = ("glorot_uniform", "zeros", "ones")  # the defaults a weight may name
 
-    `role` picks the default initializer ("kernel": Glorot uniform over fan_in/fan_out, "bias":
-    zeros, "scale": ones, "embedding": Glorot uniform); `fan_in`/`fan_out` feed Glorot.
+
+@dataclass(frozen=True, kw_only=True)
+class WeightSpec:
+    """A tensor an operator owns, declared by keyword as Keras's `add_weight` declares one.
+
+    `initializer`: the default when the model gives none (one of `INITIALIZERS`; Glorot draws
+    over `fan_in`/`fan_out`). `trainable`: the optimizer updates it; a buffer (batch norm's
+    running statistics) or a constant gets no update task and no optimizer state, and the
+    simulator charges it neither.
     """
 
     name: str
     shape: tuple[int, ...]
-    role: str
+    initializer: str = "zeros"
+    trainable: bool = True
     fan_in: int = 1
     fan_out: int = 1
     dtype: str = "float32"
+
+    def __post_init__(self):
+        if self.initializer not in INITIALIZERS:
+            raise ValueError(f"weight {self.name!r}: unknown default initializer "
+                             f"{self.initializer!r}; expected one of {INITIALIZERS}")
 
     @property
     def spec(self) -> TensorSpec:

@@ -36,9 +36,10 @@ class Weight(Operator):
     def weight_specs(self, inputs):
         fan_out = self.shape[0]
         fan_in = self.shape[-1] if len(self.shape) > 1 else 1
-        # "kernel" gets a Glorot default; a frozen weight is a constant, zeros by default
-        role = "kernel" if self.trainable else "constant"
-        return (WeightSpec("weight", self.shape, role, fan_in, fan_out),)
+        # a trainable weight gets a Glorot default; a frozen one is a constant, zeros by default
+        initializer = "glorot_uniform" if self.trainable else "zeros"
+        return (WeightSpec(name="weight", shape=self.shape, initializer=initializer,
+                           trainable=self.trainable, fan_in=fan_in, fan_out=fan_out),)
 
     def forward(self, xp, xs, ws, part):
         # a copy: the optimizer updates the weight in place after this iteration's forward

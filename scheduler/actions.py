@@ -6,6 +6,7 @@ iteration's inputs, and `out` collecting what must leave the device: data for ot
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -16,9 +17,6 @@ from ..ops.finite import all_finite
 from ..ops.graph import Graph
 from ..ops.optimizers import UpdateRule
 from .store import DeviceStore, WeightKey
-
-BUFFER_ROLES = ("running_mean", "running_var")  # weights no optimizer touches
-
 
 @dataclass
 class Context:
@@ -231,6 +229,39 @@ class Update(Action):
         if self.key not in store.opt_state:
             store.opt_state[self.key] = ctx.optimizer.init_state(store.xp, weight)
         ctx.optimizer.update(store.xp, weight, grad, store.opt_state[self.key], ctx.updates)
+
+
+TIMING = "op_time_ms"  # metrics record of a timed kernel task: (layer, partition, phase, ms)
+
+
+def kernel_of(action: Action) -> tuple[int, int, str] | None:
+    """(layer, partition, phase) of an action that runs an operator's kernels, else None."""
+    if isinstance(action, Forward):
+        return action.layer, action.part, "forward"
+    if isinstance(action, ForwardPartial):
+        return action.forward.layer, action.forward.part, "forward"
+    if isinstance(action, (Backward, BackwardPartial)):
+        return action.layer, action.part, "backward"
+    return None
+
+
+def run_timed(action: Action, store: DeviceStore, ctx: Context, out: dict) -> None:
+    """Runs a kernel action and records how long it took on its device (after the GPU's queued
+    work, when there is a GPU) in the metrics, where `--profiling` reads it."""
+    synchronize = _synchronizer(store.xp)
+    synchronize()
+    start = time.perf_counter()
+    action.run(store, ctx, out)
+    synchronize()
+    ms = (time.perf_counter() - start) * 1e3
+    out.setdefault("metrics", []).append({TIMING: (*kernel_of(action), ms)})
+
+
+def _synchronizer(xp):
+    cuda = getattr(xp, "cuda", None)
+    if cuda is None:
+        return lambda: None
+    return lambda: cuda.get_current_stream().synchronize()
 
 
 @dataclass(frozen=True)

@@ -56,15 +56,12 @@ def _nbytes(shape, dtype: str) -> int:
 
 class KernelCalls:
     """Builds (and memoises) the kernel calls of forward/backward partitions, losses and
-    optimizer updates for one model. `checked_updates`: every update also tests its gradient
-    for NaN and Inf (as the executor's updates do under FFModel's non-finite guard), whether
-    or not the task graph's Update actions say so."""
+    optimizer updates for one model."""
 
-    def __init__(self, graph: Graph, loss=None, optimizer=None, checked_updates: bool = False):
+    def __init__(self, graph: Graph, loss=None, optimizer=None):
         self.graph = graph
         self.loss = loss
         self.optimizer = optimizer
-        self.checked_updates = checked_updates
         self._loss_text = describe(loss) if loss is not None else "loss"
         self._optimizer_text = describe(optimizer) if optimizer is not None else "update"
         self._memo: dict[tuple, Any] = {}
@@ -158,7 +155,7 @@ class KernelCalls:
 
     def update_calls(self, action: A.Update) -> list[KernelCall]:
         shape = action.key[2].shape
-        if self.checked_updates or action.check_finite:
+        if action.check_finite:
             return [self.update_call(shape), self.check_call(shape)]
         return [self.update_call(shape)]
 
@@ -241,7 +238,8 @@ def calls_for(calls: KernelCalls, builder, configs: dict[int, list], objective=N
     """Every kernel call the given per-layer configurations can make (what the search may
     score): forward, backward and partials of each partition, the loss under each
     configuration of the output's producer, and the update of each weight box (with the test
-    of its gradient when updates are checked, and the sum of a gradient a replica sends in)."""
+    of its gradient when the builder's graphs check them, and the sum of a gradient a replica
+    sends in)."""
     graph = calls.graph
     found: dict[str, KernelCall] = {}
     last = graph.tensors[objective.output].producer[0] if objective is not None else None
@@ -260,8 +258,9 @@ def calls_for(calls: KernelCalls, builder, configs: dict[int, list], objective=N
                 if objective is None:
                     continue
                 for wkey in forward.weight_keys:
-                    if layer.weights[wkey[1]].role not in A.BUFFER_ROLES:
-                        for call in calls.update_calls(A.Update(wkey)) + [
+                    if layer.weights[wkey[1]].trainable:
+                        update = A.Update(wkey, builder.checks.finite_gradients)
+                        for call in calls.update_calls(update) + [
                                 calls.sum_call(wkey[2].shape)]:
                             found.setdefault(call.key, call)
                 if index == last:

@@ -23,7 +23,7 @@ import numpy
 
 from ..ops.box import Box
 from . import allocator
-from .actions import Context, receive
+from .actions import Context, receive, run_timed
 from .store import DeviceStore, WeightKey
 from .taskgraph import Task, TaskGraph
 
@@ -85,7 +85,10 @@ def run_tasks(ctx: Context, store: DeviceStore, group: Group) -> dict:
     device, and metric records under "metrics"."""
     out: dict = {}
     for task in group.tasks:
-        task.action.run(store, ctx, out)
+        if task.timed:
+            run_timed(task.action, store, ctx, out)
+        else:
+            task.action.run(store, ctx, out)
     return out
 
 

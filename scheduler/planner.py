@@ -24,7 +24,7 @@ from .search import SearchOptions, SearchSpace, one_weird_trick, print_strategy,
 from .simulator import (MemoryModel, Simulation, Simulator, check_memory,
                         optimizer_state_copies, weight_memory, write_dot)
 from .strategy import Strategy, data_parallel_strategy
-from .taskgraph import Objective, TaskGraph, TaskGraphBuilder
+from .taskgraph import Checks, Objective, TaskGraph, TaskGraphBuilder
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class PlanOptions:
     taskgraph_file: str = ""
     cpu_only: bool = False
     refresh_cluster: bool = False  # measure the scheduler and links again, not from the cache
-    checked_updates: bool = True   # updates test gradients (FFModel's non-finite guard is on)
+    checks: Checks = Checks()      # what the run's task graphs check and measure
 
 
 def runner_for(cluster, num_devices: int, cpu_only: bool):
@@ -111,10 +111,9 @@ class Planner:
     def _machine(self, configs: dict[int, list]) -> MachineModel:
         machine = machine_from_file(self.options)
         if machine is None:
-            calls = KernelCalls(self.graph, self.loss, self.optimizer,
-                                self.options.checked_updates)
-            needed = calls_for(calls, TaskGraphBuilder(self.graph, self.objective), configs,
-                               self.objective)
+            calls = KernelCalls(self.graph, self.loss, self.optimizer)
+            builder = TaskGraphBuilder(self.graph, self.objective, self.options.checks)
+            needed = calls_for(calls, builder, configs, self.objective)
             machine = calibrate(self.runner, needed, self.options.device_memory or None,
                                 self.stream, self.options.refresh_cluster).machine
         if machine.num_devices != self.num_devices:
@@ -126,7 +125,7 @@ class Planner:
     def _simulator(self, configs: dict[int, list]) -> Simulator:
         if self.simulator is None:
             self.simulator = Simulator(self.graph, self.objective, self._machine(configs),
-                                       self.loss, self.optimizer, self.options.checked_updates)
+                                       self.loss, self.optimizer, self.options.checks)
         return self.simulator
 
     def simulator_for(self, *strategies: Strategy) -> Simulator:

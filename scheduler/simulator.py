@@ -52,7 +52,8 @@ from .costs import KernelCalls, TaskCoster, volume
 from .executor import fuse
 from .machine import MachineModel, Route
 from .strategy import Strategy, StrategyError
-from .taskgraph import Objective, Task, TaskGraph, TaskGraphBuilder, build_task_graph
+from .taskgraph import (Checks, Objective, Task, TaskGraph, TaskGraphBuilder,
+                        build_task_graph)
 
 MB = 1 << 20
 DISPATCH = 3  # the event stage of a device's program reaching it (0-2: a group's stages)
@@ -338,8 +339,7 @@ def weight_memory(graph: Graph, weight_devices: dict, num_devices: int, state_co
     memory = [0] * num_devices
     for wkey, holders in weight_devices.items():
         nbytes = wkey[2].volume * 4
-        trainable = training and graph.layers[wkey[0]].weights[wkey[1]].role not in \
-            A.BUFFER_ROLES
+        trainable = training and graph.layers[wkey[0]].weights[wkey[1]].trainable
         for d in holders:
             memory[d] += nbytes * (2 if trainable else 1)
         if trainable:
@@ -388,16 +388,14 @@ class Simulator:
     """Simulates one model's training iteration on one machine under many strategies."""
 
     def __init__(self, graph: Graph, objective: Objective | None, machine: MachineModel,
-                 loss=None, optimizer=None, checked_updates: bool = False):
-        """`checked_updates`: simulate every weight update as checking its gradient for NaN and
-        Inf, as the executor's do under FFModel's non-finite guard (added to the task graph
-        after planning, so the graphs simulated here do not say so themselves)."""
+                 loss=None, optimizer=None, checks: Checks = Checks()):
+        """`checks`: those of the task graphs the executor will run (`taskgraph.Checks`)."""
         self.graph = graph
         self.objective = objective
         self.machine = machine
-        self.calls = KernelCalls(graph, loss, optimizer, checked_updates)
+        self.calls = KernelCalls(graph, loss, optimizer)
         self.coster = TaskCoster(self.calls, machine)
-        self.builder = TaskGraphBuilder(graph, objective)
+        self.builder = TaskGraphBuilder(graph, objective, checks)
         self.state_copies = optimizer_state_copies(optimizer)
         self.memory_model = MemoryModel(graph, objective is not None)
         self._records: dict[int, list] = {}  # id(segment) -> [segment, info, {inputs: result}]
@@ -427,7 +425,8 @@ class Simulator:
     def simulate_full(self, strategy: Strategy, record_transfers: bool = False) -> Simulation:
         """Build the task graph from scratch, fuse it as the executor does, simulate;
         `record_transfers` fills `Simulation.transfers` (for pictures)."""
-        taskgraph = build_task_graph(self.graph, strategy, self.num_devices, self.objective)
+        taskgraph = build_task_graph(self.graph, strategy, self.num_devices, self.objective,
+                                     self.builder.checks)
         return self.simulate_taskgraph(taskgraph, record_transfers)
 
     def simulate_taskgraph(self, taskgraph: TaskGraph,

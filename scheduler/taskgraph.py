@@ -44,12 +44,24 @@ class Objective:
 
 
 @dataclass(frozen=True)
+class Checks:
+    """What an iteration checks and measures besides training; part of the graph that runs,
+    and so of the graph that is simulated. `finite_gradients`: every weight update first
+    tests its gradient for NaN and Inf (FFModel's non-finite guard, off with
+    `--allow-nonfinite`). `kernel_times`: every kernel task records its time (`--profiling`)."""
+
+    finite_gradients: bool = False
+    kernel_times: bool = False
+
+
+@dataclass(frozen=True)
 class Task:
     key: str
     device: int
     phase: str
     action: A.Action
     deps: tuple[str, ...] = ()
+    timed: bool = False  # records its time in the metrics (`actions.run_timed`)
 
 
 @dataclass
@@ -93,15 +105,17 @@ class Segment:
 class _Writer:
     """Collects one segment's tasks; send keys are numbered within the segment (`tag`)."""
 
-    def __init__(self, tag: str):
+    def __init__(self, tag: str, checks: Checks):
         self.tag = tag
+        self.checks = checks
         self.tasks: list[Task] = []
         self.loads: set[str] = set()
         self.sends = 0
 
     def add(self, key: str, device: int, phase: str, action: A.Action, deps=()) -> str:
         deps = tuple(deps) if len(deps) < 2 else tuple(dict.fromkeys(deps))
-        self.tasks.append(Task(key, device, phase, action, deps))
+        timed = self.checks.kernel_times and A.kernel_of(action) is not None
+        self.tasks.append(Task(key, device, phase, action, deps, timed))
         return key
 
     def send(self, producer_key: str, source: int, action: A.Send, phase: str, deps) -> str:
@@ -126,9 +140,11 @@ class TaskGraphBuilder:
     """Builds the task graphs of one model under many strategies, memoising partitions and
     segments by the configurations they depend on (strategies must already be valid)."""
 
-    def __init__(self, graph: Graph, objective: Objective | None = None):
+    def __init__(self, graph: Graph, objective: Objective | None = None,
+                 checks: Checks = Checks()):
         self.graph = graph
         self.objective = objective
+        self.checks = checks
         layers = graph.layers
         self.producers = [tuple(dict.fromkeys(graph.tensors[t].producer[0] for t in layer.inputs
                                               if graph.tensors[t].producer is not None))
@@ -264,7 +280,7 @@ class TaskGraphBuilder:
         return _gather(w, pieces, tensor, box, device, "forward", grad=False)
 
     def _forward(self, key: tuple, strategy: Strategy, layer) -> Segment:
-        w = _Writer(layer.name)
+        w = _Writer(layer.name, self.checks)
         parts = self.parts(layer.index, strategy[layer.name])
         pending = []
         for p, part in enumerate(parts):
@@ -285,7 +301,7 @@ class TaskGraphBuilder:
     def _loss(self, key: tuple, strategy: Strategy) -> Segment:
         objective = self.objective
         last = self.graph.layers[self.last]
-        w = _Writer(f"{last.name}.loss")
+        w = _Writer(f"{last.name}.loss", self.checks)
         for p, (box, device, value_key) in enumerate(self._values(strategy, objective.output)):
             label_box = self.label_box(box)
             deps = [value_key] + self._need_value(w, strategy, objective.label, label_box,
@@ -321,7 +337,7 @@ class TaskGraphBuilder:
         return pieces
 
     def _backward(self, key: tuple, strategy: Strategy, layer) -> Segment:
-        w = _Writer(layer.name)
+        w = _Writer(layer.name, self.checks)
         parts = self.parts(layer.index, strategy[layer.name])
         pieces = {t: self._grad_pieces(strategy, t) for t in dict.fromkeys(layer.outputs)}
         grad_deps = []
@@ -379,7 +395,7 @@ class TaskGraphBuilder:
         keys = []
         boxes_seen: dict[tuple[int, int], int] = {}
         for wkey, devices in holders.items():
-            if self.graph.layers[wkey[0]].weights[wkey[1]].role in A.BUFFER_ROLES:
+            if not self.graph.layers[wkey[0]].weights[wkey[1]].trainable:
                 continue
             box_index = boxes_seen[wkey[:2]] = boxes_seen.get(wkey[:2], -1) + 1
             done = backward.get(wkey, {})
@@ -390,13 +406,14 @@ class TaskGraphBuilder:
     def _update(self, key: tuple) -> Segment:
         _, wkey, box_index, devices, done = key
         name = f"{self.graph.layers[wkey[0]].name}-w{wkey[1]}b{box_index}"
-        w = _Writer(name)
+        w = _Writer(name, self.checks)
         owner, replicas = devices[0], devices[1:]
         deps = list(done[0])
         for r, after in zip(replicas, done[1:]):
             deps.append(w.add(f"{name}-sendgrad-{r}", r, "update",
                               A.SendWeightGrad(wkey, owner), after))
-        update = w.add(f"{name}-update", owner, "update", A.Update(wkey), deps)
+        update = w.add(f"{name}-update", owner, "update",
+                       A.Update(wkey, self.checks.finite_gradients), deps)
         for r in replicas:
             send = w.add(f"{name}-sendweight-{r}", owner, "update", A.SendWeight(wkey, r),
                          [update])
@@ -511,9 +528,9 @@ def check_training_output(graph: Graph, strategy: Strategy, objective: Objective
 
 
 def build_task_graph(graph: Graph, strategy: Strategy, num_devices: int,
-                     objective: Objective | None = None) -> TaskGraph:
+                     objective: Objective | None = None, checks: Checks = Checks()) -> TaskGraph:
     """The training (or, without an objective, inference) task graph of one iteration."""
     validate(graph, strategy, num_devices)
     if objective is not None:
         check_training_output(graph, strategy, objective)
-    return TaskGraphBuilder(graph, objective).build(strategy)
+    return TaskGraphBuilder(graph, objective, checks).build(strategy)

@@ -108,7 +108,7 @@ def test_state_holds_every_weight_the_slots_and_the_counters():
              for owner, k in state.weights}
     assert ("BatchNorm", "running_mean") in names and ("BatchNorm", "running_var") in names
     trained = {ref for ref in state.weights
-               if layers[ref[0]].weights[ref[1]].role not in ("running_mean", "running_var")}
+               if layers[ref[0]].weights[ref[1]].trainable}
     assert set(state.optimizer) == trained
     assert all(set(slots) == {"m", "v"} for slots in state.optimizer.values())
     assert (state.step, state.updates) == (2, 2)

@@ -68,3 +68,23 @@ def test_set_weights_before_compile_survives_a_recompile_and_checks_the_shape():
     x.set_tensor(ffmodel, np.ones((BATCH, 3), np.float32))
     ffmodel.forward(training=False)
     np.testing.assert_array_equal(out.get_tensor(ffmodel), np.tile([1.0, 2.0, 3.0], (BATCH, 1)))
+
+
+@pytest.mark.parametrize("trainable", [True, False])
+def test_only_a_trainable_weight_gets_an_update_and_its_memory(trainable):
+    """A frozen weight is a constant: no update task runs for it, and the simulator charges it
+    no gradient and no optimizer state."""
+    from flexflow.scheduler import actions as A
+    from flexflow.scheduler.simulator import weight_memory
+    ffmodel, x, w, out = build(trainable)
+    ffmodel.compile(optimizer=SGDOptimizer(ffmodel, LR, momentum=0.9),
+                    loss_type=LossType.LOSS_MEAN_SQUARED_ERROR_AVG_REDUCE)
+    owner = w.owner_op.idx
+    taskgraph = ffmodel._executor.taskgraph
+    updated = [t.action.key[0] for t in taskgraph.tasks if isinstance(t.action, A.Update)]
+    assert (owner in updated) == trainable
+    devices = {k: v for k, v in taskgraph.weight_devices.items() if k[0] == owner}
+    weight_bytes = 3 * 4
+    # trained: the weight, its gradient and one momentum buffer; frozen: the weight alone
+    assert weight_memory(ffmodel.graph, devices, 1, 1, True) == [
+        weight_bytes * (3 if trainable else 1)]

@@ -84,12 +84,13 @@ def test_attention_takes_weights_copied_from_torch_module(kdim, vdim):
 
 def test_attention_weight_specs_follow_torch_layout():
     op = MultiHeadAttention(EMBED, 2, 3, 5, add_bias_kv=True)
-    got = [(w.name, w.shape, w.role) for w in op.weight_specs(specs(inputs(op)))]
-    assert got == [("q_proj", (8, 8), "kernel"), ("k_proj", (8, 3), "kernel"),
-                   ("v_proj", (8, 5), "kernel"), ("q_bias", (8,), "bias"),
-                   ("k_bias", (8,), "bias"), ("v_bias", (8,), "bias"),
-                   ("out_proj", (8, 8), "kernel"), ("out_bias", (8,), "bias"),
-                   ("bias_k", (1, 1, 8), "bias"), ("bias_v", (1, 1, 8), "bias")]
+    got = [(w.name, w.shape, w.initializer) for w in op.weight_specs(specs(inputs(op)))]
+    glorot = "glorot_uniform"
+    assert got == [("q_proj", (8, 8), glorot), ("k_proj", (8, 3), glorot),
+                   ("v_proj", (8, 5), glorot), ("q_bias", (8,), "zeros"),
+                   ("k_bias", (8,), "zeros"), ("v_bias", (8,), "zeros"),
+                   ("out_proj", (8, 8), glorot), ("out_bias", (8,), "zeros"),
+                   ("bias_k", (1, 1, 8), "zeros"), ("bias_v", (1, 1, 8), "zeros")]
 
 
 @pytest.mark.parametrize("dim", [0, 1])

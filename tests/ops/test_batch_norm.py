@@ -80,9 +80,9 @@ def test_batch_norm_splits_every_dim(relu):
 
 def test_batch_norm_weights():
     specs = BatchNorm().weight_specs([TensorSpec((2, 5, 3, 3))])
-    assert [(w.name, w.shape, w.role) for w in specs] == [
-        ("scale", (5,), "scale"), ("bias", (5,), "bias"),
-        ("running_mean", (5,), "running_mean"), ("running_var", (5,), "running_var")]
+    assert [(w.name, w.shape, w.initializer, w.trainable) for w in specs] == [
+        ("scale", (5,), "ones", True), ("bias", (5,), "zeros", True),
+        ("running_mean", (5,), "zeros", False), ("running_var", (5,), "ones", False)]
 
 
 @pytest.mark.parametrize("spec, words", [

@@ -90,9 +90,9 @@ def test_grouped_conv2d_keeps_channels_whole():
 
 def test_conv2d_weight_fans():
     kernel, bias = Conv2D(8, (3, 2), groups=2).weight_specs([TensorSpec((1, 4, 5, 5))])
-    assert (kernel.shape, kernel.role, kernel.fan_in, kernel.fan_out) == ((8, 2, 3, 2), "kernel",
-                                                                         12, 24)
-    assert (bias.shape, bias.role) == ((8,), "bias")
+    assert (kernel.shape, kernel.initializer, kernel.fan_in, kernel.fan_out) == (
+        (8, 2, 3, 2), "glorot_uniform", 12, 24)
+    assert (bias.shape, bias.initializer, bias.trainable) == ((8,), "zeros", True)
 
 
 @pytest.mark.parametrize("op, shape, words", [

@@ -35,8 +35,8 @@ def test_embedding_shapes_and_weight():
     assert Embedding(10, 3).infer(x) == (TensorSpec((4, 6, 3)),)
     assert Embedding(10, 3, "sum").infer(x) == (TensorSpec((4, 3)),)
     (weight,) = Embedding(10, 3, "avg").weight_specs(x)
-    assert (weight.name, weight.shape, weight.role, weight.fan_in, weight.fan_out) == (
-        "weight", (10, 3), "embedding", 10, 3)
+    assert (weight.name, weight.shape, weight.initializer, weight.trainable, weight.fan_in,
+            weight.fan_out) == ("weight", (10, 3), "glorot_uniform", True, 10, 3)
 
 
 @pytest.mark.parametrize("aggr,dims", [("none", [0, 1, 2]), ("sum", [0, 1]), ("avg", [0, 1])])

@@ -35,9 +35,11 @@ def test_every_dim_splits_as_a_parameter_dim(dim):
     check_partitioned(op, [], [randn(4, 2, 6, seed=1)], dim)
 
 
-def test_weight_specs_pick_the_default_initializer_role():
-    assert Weight((3, 4)).weight_specs([])[0].role == "kernel"
-    assert Weight((3, 4), trainable=False).weight_specs([])[0].role == "constant"
+def test_weight_specs_say_trainable_and_pick_the_default_initializer():
+    (trained,) = Weight((3, 4)).weight_specs([])
+    (frozen,) = Weight((3, 4), trainable=False).weight_specs([])
+    assert (trained.initializer, trained.trainable) == ("glorot_uniform", True)
+    assert (frozen.initializer, frozen.trainable) == ("zeros", False)
 
 
 def test_rejects_inputs_and_empty_shapes():

@@ -1,12 +1,16 @@
 """Task costs: what the executor's weight updates do under the non-finite guard."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from flexflow.scheduler import actions as A
 from flexflow.scheduler.calibrate import time_kernels
+from flexflow.scheduler.planner import Planner
 from flexflow.scheduler.simulator import Simulator
 from flexflow.scheduler.strategy import data_parallel_strategy
+from flexflow.scheduler.taskgraph import Checks
 
 from ..parallel.models import BATCH, mlp
 from .helpers import compiled, small_machine
@@ -17,12 +21,25 @@ def update_times(simulation):
             if isinstance(t.action, A.Update)]
 
 
+TWO_GPUS = """num_nodes = 1
+num_sockets_per_node = 1
+num_cpus_per_socket = 2
+num_gpus_per_socket = 2
+nvlink_latency = 0.001
+nvlink_bandwidth = 18.52
+pci_latency = 0.001
+pci_bandwidth = 12.578
+intra_socket_gpu_fb_mem_to_gpu_fb_mem = nvlink
+"""
+
+
 def test_checked_updates_cost_one_more_pass_over_the_gradient():
     ff, objective = compiled(mlp, BATCH)
     machine = small_machine(devices=2, nodes=1)
     strategy = data_parallel_strategy(ff.graph, 2)
-    plain, checked = (Simulator(ff.graph, objective, machine, ff._loss, ff.optimizer.rule(), flag)
-                      .simulate_full(strategy) for flag in (False, True))
+    plain, checked = (Simulator(ff.graph, objective, machine, ff._loss, ff.optimizer.rule(),
+                                Checks(finite_gradients=flag)).simulate_full(strategy)
+                      for flag in (False, True))
     kind = machine.kind(0)
     shapes = [t.action.key[2].shape for p in plain.plans for t in p.tasks
               if isinstance(t.action, A.Update)]
@@ -33,9 +50,35 @@ def test_checked_updates_cost_one_more_pass_over_the_gradient():
     assert checked.time > plain.time
 
 
+@pytest.mark.parametrize("argv, checked", [([], True), (["--allow-nonfinite"], False)])
+def test_the_simulated_graph_checks_gradients_as_the_run_s_does(argv, checked, tmp_path):
+    """The planner simulates the graph the executor runs: with --allow-nonfinite neither tests
+    a gradient, and the search is charged for no test."""
+    ff, objective = compiled(mlp, BATCH, ["--in-process", "-ll:gpu", "2", *argv])
+    run_updates = [t.action for t in ff._executor.taskgraph.tasks
+                   if isinstance(t.action, A.Update)]
+    assert run_updates and all(u.check_finite == checked for u in run_updates)
+    machine_file = tmp_path / "machine.txt"
+    machine_file.write_text(TWO_GPUS)
+    options = replace(ff._plan_options(), machine_model_version=1,
+                      machine_model_file=str(machine_file))
+    simulator = Planner(ff.graph, objective, 2, None, options, ff._loss,
+                        ff.optimizer.rule()).simulator_for(ff.strategy)
+    simulation = simulator.simulate_full(ff.strategy)
+    charged = {call.phase for plan in simulation.plans for task in plan.tasks
+               for call in simulator.calls.of_task(task.action, _forward_of(simulation))}
+    assert ("check" in charged) == checked
+
+
+def _forward_of(simulation):
+    forwards = {(t.action.layer, t.action.part): t.action for p in simulation.plans
+                for t in p.tasks if isinstance(t.action, A.Forward)}
+    return lambda layer, part: forwards[(layer, part)]
+
+
 def test_calibration_times_the_gradient_test():
     ff, objective = compiled(mlp, BATCH)
-    simulator = Simulator(ff.graph, objective, small_machine(), checked_updates=True)
+    simulator = Simulator(ff.graph, objective, small_machine())
     check = simulator.calls.check_call((512, 512))
     assert check.key.startswith("check|") and check.nbytes == 4 * 512 * 512
     [(relative, partial_bytes)] = time_kernels([check], cpu_only=True)

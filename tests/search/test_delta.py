@@ -7,6 +7,7 @@ import pytest
 
 from flexflow.scheduler.search import SearchOptions, SearchSpace
 from flexflow.scheduler.simulator import Simulator
+from flexflow.scheduler.taskgraph import Checks
 from flexflow.scheduler.strategy import data_parallel_strategy
 
 from ..parallel.models import BATCH, MODELS
@@ -25,7 +26,7 @@ def test_delta_equals_full_on_random_proposals(name):
     ff, objective = compiled(MODELS[name], BATCH)
     graph = ff.graph
     simulator = Simulator(graph, objective, small_machine(), ff._loss, ff.optimizer.rule(),
-                          checked_updates=True)
+                          Checks(finite_gradients=True))
     space = SearchSpace(graph, 4, SearchOptions(1, enable_parameter_parallel=True,
                                                 enable_attribute_parallel=True))
     rng = random.Random(hash(name) % 1000)
