@@ -11,6 +11,7 @@ from flexflow.scheduler.strategy import ParallelConfig
 
 BATCH = 8
 CLASSES = 4
+VOCABULARY = 20  # embedding_bag's tokens; each class draws from its own share of them
 
 
 def mlp(ff):
@@ -73,7 +74,7 @@ def transformer_block(ff):
 
 def embedding_bag(ff):
     x = ff.create_tensor([BATCH, 5], DataType.DT_INT32)
-    t = ff.embedding(x, 20, 8, AggrMode.AGGR_MODE_SUM)
+    t = ff.embedding(x, VOCABULARY, 8, AggrMode.AGGR_MODE_SUM)
     ff.softmax(ff.dense(t, CLASSES))
     return [x]
 
@@ -84,14 +85,29 @@ MODELS = {"mlp": mlp, "cnn_batch_norm": cnn_batch_norm, "concat_cnn": concat_cnn
 
 
 def batches(inputs, steps: int, seed: int = 0):
-    """Deterministic batches for `inputs` (a list of Tensors) and labels, one tuple per step."""
+    """Deterministic batches for `inputs` (a list of Tensors) and labels, one tuple per step.
+    Every step draws fresh samples, each from its label's class, so that there is something to
+    learn and a model that trains has a falling loss (random labels would leave it nothing but
+    noise to fit)."""
     rng = np.random.default_rng(seed)
+    templates = [rng.standard_normal((CLASSES, *t.dims[1:])).astype(np.float32) for t in inputs]
     out = []
     for _ in range(steps):
-        xs = [rng.integers(0, 20, t.dims).astype(np.int32) if t.data_type == DataType.DT_INT32
-              else rng.standard_normal(t.dims).astype(np.float32) for t in inputs]
-        out.append((xs, rng.integers(0, CLASSES, (BATCH, 1)).astype(np.int32)))
+        labels = rng.integers(0, CLASSES, BATCH)
+        xs = [_class_samples(t, template, labels, rng) for t, template in zip(inputs, templates)]
+        out.append((xs, labels.reshape(BATCH, 1).astype(np.int32)))
     return out
+
+
+def _class_samples(tensor, template, labels, rng):
+    """A batch for input `tensor`, each sample from its label's class: a float sample is the
+    class's fixed random template plus unit noise, a token sample draws from the class's own
+    share of the vocabulary."""
+    if tensor.data_type == DataType.DT_INT32:
+        share = VOCABULARY // CLASSES
+        first = labels.reshape(-1, *[1] * (len(tensor.dims) - 1)) * share
+        return (first + rng.integers(0, share, tensor.dims)).astype(np.int32)
+    return template[labels] + rng.standard_normal(tensor.dims).astype(np.float32)
 
 
 # ---- strategies ---------------------------------------------------------------------------------
