@@ -138,8 +138,8 @@ def _sample(shape, n):
 def _kind_degrees(kind: str, layer, graph, n: int) -> tuple[int, ...]:
     """The degrees of a `kind` split ("sample", "parameter", "attribute", "mixed") of `layer`.
     A layer with no dim of the kind's split (a Flat has neither a PARAMETER nor an ATTRIBUTE dim,
-    an attention output no PARAMETER dim) stays data parallel, as FlexFlow's strategies leave
-    such layers: the kind is about the layers that have one."""
+    an attention output no PARAMETER dim) stays data parallel: the kind is about the layers that
+    have one, and a model with none is no case for it (NO_SPLIT)."""
     shape = graph.tensors[layer.outputs[0]].spec.shape
     kinds = layer.op.dim_kinds(graph.in_specs(layer))
     degrees = None
