@@ -6,7 +6,7 @@ import pytest
 from flexflow.scheduler import cluster as cluster_module
 
 from .cluster import loopback_cluster
-from .models import MODELS, STRATEGY_KINDS
+from .models import CASES, MODELS
 from .test_strategy_invariance import assert_same_run, reference, train
 
 
@@ -17,9 +17,7 @@ def scheduler_address():
         cluster_module.disconnect(address)
 
 
-@pytest.mark.parametrize("n", [2, 4])
-@pytest.mark.parametrize("kind", STRATEGY_KINDS)
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name, kind, n", CASES)
 def test_strategy_on_a_real_cluster(scheduler_address, name, kind, n):
     run = train(MODELS[name], ["--scheduler", scheduler_address, "-ll:gpu", str(n)], kind, n)
     assert_same_run(run, reference(name))

@@ -92,7 +92,7 @@ def test_training_over_tls_gives_the_in_process_numbers(tls_address, certificate
     assert tls_address.startswith("tls://")
     argv = ["--scheduler", tls_address, "-ll:gpu", "2", *tls_flags(certificates[0])]
     with dask.config.set(NO_TLS_CONFIG):
-        run = train(MODELS["mlp"], argv, "mixed", 2)
+        run = train(MODELS["mlp"], argv, "parameter", 2)
     assert_same_run(run, reference("mlp"))
 
 

@@ -10,7 +10,7 @@ from flexflow.scheduler.simulator import Simulator
 from flexflow.scheduler.taskgraph import Checks
 from flexflow.scheduler.strategy import data_parallel_strategy
 
-from ..parallel.models import BATCH, MODELS, embedding_bag
+from ..parallel.models import BATCH, MODELS
 from .helpers import compiled, small_machine
 
 STEPS = 25
@@ -21,10 +21,9 @@ def plan_view(simulation):
             for p in simulation.plans]
 
 
-@pytest.mark.parametrize("name", list(MODELS) + ["embedding_bag"])
+@pytest.mark.parametrize("name", list(MODELS))
 def test_delta_equals_full_on_random_proposals(name):
-    build = MODELS.get(name, embedding_bag)
-    ff, objective = compiled(build, BATCH)
+    ff, objective = compiled(MODELS[name], BATCH)
     graph = ff.graph
     simulator = Simulator(graph, objective, small_machine(), ff._loss, ff.optimizer.rule(),
                           Checks(finite_gradients=True))
