@@ -140,94 +140,126 @@ def schedule(plans: list[GroupPlan], machine: MachineModel,
              transfers: list[Transfer] | None = None) -> tuple[list[float], list[float]]:
     """Start and end (ms) of every group; see the module docstring for the rules. Given a list
     `transfers`, every link booking is appended to it."""
-    n = len(plans)
-    hop, receive = machine.overheads.hop, machine.overheads.receive
-    scheduler, scheduler_free = machine.overheads.scheduler, 0.0
-    waiting = [len(p.receive_from) + len(p.after) for p in plans]
-    dependents: list[list[int]] = [[] for _ in range(n)]
-    for i, p in enumerate(plans):
-        for j in p.receive_from + p.after:
-            dependents[j].append(i)
-    latest = [0.0] * n
-    starts, ends = [0.0] * n, [0.0] * n
-    free: dict[str, float] = {}
-    device_free = [0.0] * machine.num_devices
-    dispatched: list[float | None] = [None] * machine.num_devices  # when each program started
-    cores = _SharedCores(machine, plans, receive) if machine.cores_per_node else None
-    routes, pop, push = machine.routes, heapq.heappop, heapq.heappush
-    first: dict[int, int] = {}  # device -> its first group, which its program's dispatch books
-    held: dict[int, list[int]] = {}  # device -> groups ready before its program started
-    for i, plan in enumerate(plans):
-        first.setdefault(plan.device, i)
-        held.setdefault(plan.device, [])
-        if waiting[i] == 0:
-            held[plan.device].append(i)
-    events = [(hop, i, DISPATCH, 0) for i in first.values()]
-    heapq.heapify(events)
-    while events:
-        t, i, stage, version = pop(events)
-        plan = plans[i]
-        device = plan.device
-        if stage == DISPATCH:  # the scheduler hands the device its program
-            if scheduler_free > t:
-                if cores is not None:  # see who runs when the scheduler gets to it
-                    push(events, (scheduler_free, i, DISPATCH, 0))
-                    continue
-                t = scheduler_free
-            stretch = 1.0 if cores is None else cores.slowdown()
-            t = dispatched[device] = scheduler_free = t + scheduler * stretch
-            for k in held.pop(device):
-                push(events, (max(t, latest[k] + hop), k, 0, 0))
-            continue
-        if stage == 0:  # it takes in what it receives, then may run
-            # the event loops moving the bytes share the cores with the kernels
-            stretch = 1.0 if cores is None else cores.slowdown()
-            ready = t
-            for j in plan.receive_from:
-                source = plans[j]
-                route = routes[(source.device, device)]
-                if transfers is None and len(route) == 1 and len(route[0].resources) == 1:
-                    hop_, resource = route[0], route[0].resources[0]  # _transfer, inlined
-                    start = free.get(resource, 0.0)
-                    if start < t:
-                        start = t
-                    arrived = free[resource] = start + (
-                        hop_.latency + source.sent / hop_.bandwidth) * stretch
-                else:
-                    arrived = _transfer(route, source.sent, t, free, transfers, stretch)
-                if arrived > ready:
-                    ready = arrived
-            if plan.feeds:
-                arrived = _transfer(machine.host_routes[device], plan.feeds, t, free, transfers,
-                                    stretch)
-                if arrived > ready:
-                    ready = arrived
-            push(events, (ready, i, 1, 0))
-            continue
-        if cores is not None:  # devices share cores: groups end when their work is done
-            finished = cores.step(t, i, stage, version, starts, events)
-            if finished is None:
-                continue
-            i, end = finished
-        else:
-            start = t if t > device_free[device] else device_free[device]
-            end = start + plan.cost + receive * len(plan.receive_from)
-            device_free[device] = end
-            starts[i] = start
-        ends[i] = end
-        for k in dependents[i]:
+    return _Schedule(plans, machine, transfers).run()
+
+
+class _Schedule:
+    """One event-driven simulation of `plans`. Events are (time, group, stage, version):
+    `DISPATCH` (the device's program reaches it; booked for each device's first group), 0 (the
+    group's dependencies are done: it takes in what it receives), then the stages of running
+    (1: ready to run, without shared cores its end; with them, `_SharedCores`'s stages)."""
+
+    def __init__(self, plans: list[GroupPlan], machine: MachineModel,
+                 transfers: list[Transfer] | None):
+        n = len(plans)
+        self.plans, self.machine, self.transfers = plans, machine, transfers
+        self.hop, self.receive = machine.overheads.hop, machine.overheads.receive
+        self.scheduler_free = 0.0
+        self.waiting = [len(p.receive_from) + len(p.after) for p in plans]
+        self.dependents: list[list[int]] = [[] for _ in range(n)]
+        for i, p in enumerate(plans):
+            for j in p.receive_from + p.after:
+                self.dependents[j].append(i)
+        self.latest = [0.0] * n
+        self.starts, self.ends = [0.0] * n, [0.0] * n
+        self.free: dict[str, float] = {}
+        self.device_free = [0.0] * machine.num_devices
+        self.dispatched: list[float | None] = [None] * machine.num_devices  # programs' starts
+        self.cores = (_SharedCores(machine, plans, self.receive) if machine.cores_per_node
+                      else None)
+        first: dict[int, int] = {}  # device -> its first group, which its program's dispatch books
+        self.held: dict[int, list[int]] = {}  # device -> groups ready before its program started
+        for i, plan in enumerate(plans):
+            first.setdefault(plan.device, i)
+            self.held.setdefault(plan.device, [])
+            if self.waiting[i] == 0:
+                self.held[plan.device].append(i)
+        self.events = [(self.hop, i, DISPATCH, 0) for i in first.values()]
+        heapq.heapify(self.events)
+
+    def run(self) -> tuple[list[float], list[float]]:
+        events, cores = self.events, self.cores
+        while events:
+            t, i, stage, version = heapq.heappop(events)
+            if stage == DISPATCH:
+                self._dispatch(t, i)
+            elif stage == 0:
+                self._take_in(t, i)
+            elif cores is None:
+                self._run_alone(t, i)
+            else:  # devices share cores: groups end when their work is done
+                finished = cores.step(t, i, stage, version, self.starts, events)
+                if finished is not None:
+                    self._done(*finished)
+        return self.starts, self.ends
+
+    def _stretch(self) -> float:
+        return 1.0 if self.cores is None else self.cores.slowdown()
+
+    def _dispatch(self, t: float, i: int) -> None:
+        """The scheduler hands the group's device its program."""
+        if self.scheduler_free > t:
+            if self.cores is not None:  # see who runs when the scheduler gets to it
+                heapq.heappush(self.events, (self.scheduler_free, i, DISPATCH, 0))
+                return
+            t = self.scheduler_free
+        device = self.plans[i].device
+        t = t + self.machine.overheads.scheduler * self._stretch()
+        self.dispatched[device] = self.scheduler_free = t
+        for k in self.held.pop(device):
+            heapq.heappush(self.events, (max(t, self.latest[k] + self.hop), k, 0, 0))
+
+    def _take_in(self, t: float, i: int) -> None:
+        """The group takes in what it receives and its fed batches, then may run."""
+        plan, machine, free, transfers = self.plans[i], self.machine, self.free, self.transfers
+        stretch = self._stretch()  # the event loops moving the bytes share the cores
+        ready = t
+        for j in plan.receive_from:
+            source = self.plans[j]
+            route = machine.routes[(source.device, plan.device)]
+            if transfers is None and len(route) == 1 and len(route[0].resources) == 1:
+                hop, resource = route[0], route[0].resources[0]  # _transfer, inlined
+                start = free.get(resource, 0.0)
+                if start < t:
+                    start = t
+                arrived = free[resource] = start + (
+                    hop.latency + source.sent / hop.bandwidth) * stretch
+            else:
+                arrived = _transfer(route, source.sent, t, free, transfers, stretch)
+            if arrived > ready:
+                ready = arrived
+        if plan.feeds:
+            arrived = _transfer(machine.host_routes[plan.device], plan.feeds, t, free, transfers,
+                                stretch)
+            if arrived > ready:
+                ready = arrived
+        heapq.heappush(self.events, (ready, i, 1, 0))
+
+    def _run_alone(self, t: float, i: int) -> None:
+        """The group runs on its device as soon as the device is free."""
+        plan = self.plans[i]
+        start = t if t > self.device_free[plan.device] else self.device_free[plan.device]
+        end = self.device_free[plan.device] = (start + plan.cost
+                                               + self.receive * len(plan.receive_from))
+        self.starts[i] = start
+        self._done(i, end)
+
+    def _done(self, i: int, end: float) -> None:
+        """The group ended at `end`: its dependents may get ready."""
+        self.ends[i] = end
+        plans, latest, waiting = self.plans, self.latest, self.waiting
+        for k in self.dependents[i]:
             if end > latest[k]:
                 latest[k] = end
             waiting[k] -= 1
             if waiting[k]:
                 continue
-            program = dispatched[plans[k].device]
+            program = self.dispatched[plans[k].device]
             if program is None:
-                held[plans[k].device].append(k)
+                self.held[plans[k].device].append(k)
             else:
-                ready = latest[k] + (hop if cores is None else hop * cores.slowdown())
-                push(events, (ready if ready > program else program, k, 0, 0))
-    return starts, ends
+                ready = latest[k] + self.hop * self._stretch()
+                heapq.heappush(self.events, (ready if ready > program else program, k, 0, 0))
 
 
 class _SharedCores:
