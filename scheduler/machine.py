@@ -340,13 +340,8 @@ def parse_flexflow(text: str, source: str) -> dict[str, object]:
     return values
 
 
-def from_flexflow(text: str, source: str, gpu_memory: int | None = None) -> MachineModel:
-    """FlexFlow's EnhancedMachineModel: GPUs numbered node by node, socket by socket; a transfer
-    follows the file's path for its scope, hop by hop (store and forward, as FlexFlow's single
-    segment does), over one resource per component instance. UPI and NIC are split into an out
-    half at the source and an in half at the destination, each with half the latency and twice
-    the bandwidth, as FlexFlow models them."""
-    v = parse_flexflow(text, source)
+def _flexflow_topology(v: dict, source: str) -> tuple[int, int, int]:
+    """(nodes, sockets per node, GPUs per socket) of a FlexFlow machine file's values."""
     for key in ("num_nodes", "num_sockets_per_node", "num_gpus_per_socket"):
         if v.get(key, 0) < 1 or v[key] != int(v[key]):
             raise MachineError(f"{source}: {key} must be given, a whole number of at least 1")
@@ -355,12 +350,28 @@ def from_flexflow(text: str, source: str, gpu_memory: int | None = None) -> Mach
     if nodes * sockets * gpus > MAX_DEVICES:
         raise MachineError(f"{source}: {nodes} x {sockets} x {gpus} GPUs; a machine model has at "
                            f"most {MAX_DEVICES}")
-    ext = {k: v.get(k, default) for k, default in EXTENSIONS.items()}
+    return nodes, sockets, gpus
+
+
+def _flexflow_gpu(ext: dict, gpu_memory: int | None) -> DeviceKind:
+    """The GPU of a FlexFlow machine file, from our extension keys (or their defaults)."""
     memory = (int(ext["gpu_fb_mem_mb"]) << 20 if ext["gpu_fb_mem_mb"] else
               gpu_memory or (16 << 30))
-    kind = DeviceKind("GPU", memory, float(ext["gpu_peak_tflops"]) * 1e9,
+    return DeviceKind("GPU", memory, float(ext["gpu_peak_tflops"]) * 1e9,
                       float(ext["gpu_mem_bandwidth"]) * GB, float(ext["gpu_kernel_overhead"]),
                       float(ext["gpu_efficiency"]))
+
+
+def from_flexflow(text: str, source: str, gpu_memory: int | None = None) -> MachineModel:
+    """FlexFlow's EnhancedMachineModel: GPUs numbered node by node, socket by socket; a transfer
+    follows the file's path for its scope, hop by hop (store and forward, as FlexFlow's single
+    segment does), over one resource per component instance. UPI and NIC are split into an out
+    half at the source and an in half at the destination, each with half the latency and twice
+    the bandwidth, as FlexFlow models them."""
+    v = parse_flexflow(text, source)
+    nodes, sockets, gpus = _flexflow_topology(v, source)
+    ext = {k: v.get(k, default) for k, default in EXTENSIONS.items()}
+    kind = _flexflow_gpu(ext, gpu_memory)
     per_node = sockets * gpus
     socket_of = [d // gpus for d in range(nodes * per_node)]  # global socket index
     nic_per_socket = bool(v.get("nic_persocket", 0))
