@@ -36,9 +36,10 @@ class Box:
 
     @property
     def volume(self) -> int:
+        """Elements in the box (0 when empty); the simulator's inner loops call it."""
         volume = 1
-        for n in self.shape:
-            volume *= max(n, 0)
+        for start, stop in self.bounds:
+            volume *= stop - start if stop > start else 0
         return volume
 
     def is_empty(self) -> bool:
@@ -49,6 +50,16 @@ class Box:
             raise ValueError(f"cannot intersect a {self.ndim}-d box with a {other.ndim}-d box")
         return Box(tuple((max(a0, b0), min(a1, b1))
                          for (a0, a1), (b0, b1) in zip(self.bounds, other.bounds)))
+
+    def overlap(self, other: "Box") -> "Box | None":
+        """The intersection, or None when it is empty (checked dim by dim, to stop early)."""
+        bounds = []
+        for (a0, a1), (b0, b1) in zip(self.bounds, other.bounds):
+            low, high = (a0 if a0 > b0 else b0), (a1 if a1 < b1 else b1)
+            if high <= low:
+                return None
+            bounds.append((low, high))
+        return Box(tuple(bounds))
 
     def contains(self, other: "Box") -> bool:
         return all(a0 <= b0 and b1 <= a1 for (a0, a1), (b0, b1) in zip(self.bounds, other.bounds))

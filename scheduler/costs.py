@@ -193,10 +193,10 @@ class TaskCoster:
         for call in self.calls.of_task(action, forward_of):
             ms += machine.kernel_time(device, call.key, call.flops, call.nbytes)
         if kind is A.Send:
-            nbytes = volume(action.box) * self._itemsize[action.tensor]
+            nbytes = action.box.volume * self._itemsize[action.tensor]
             return TaskCost(ms + machine.copy_time(device, nbytes), nbytes)
         if kind is A.Load or kind is A.Fill:
-            nbytes = volume(action.box) * self._itemsize[action.tensor]
+            nbytes = action.box.volume * self._itemsize[action.tensor]
             return TaskCost(ms + machine.copy_time(device, nbytes))
         if kind is A.SendPartial:
             call = self.calls.op_call(forward_of(action.layer, action.part),
@@ -204,19 +204,11 @@ class TaskCoster:
             return TaskCost(ms, machine.partial_bytes.get(call.key, partial_estimate(call)))
         if kind is A.SendWeightGrad or kind is A.SendWeight:
             dedupe = ("weight", action.key) if kind is A.SendWeight else None
-            return TaskCost(ms, volume(action.key[2]) * 4, dedupe)
+            return TaskCost(ms, action.key[2].volume * 4, dedupe)
         if kind is A.Update and action.incoming:  # sums the gradients replicas send in first
             call = self.calls.sum_call(action.key[2].shape)
             ms += action.incoming * machine.kernel_time(device, call.key, call.flops, call.nbytes)
         return TaskCost(ms)
-
-
-def volume(box) -> int:
-    """Elements in a box (a quicker `Box.volume` for the simulator's inner loops)."""
-    size = 1
-    for start, stop in box.bounds:
-        size *= stop - start
-    return size
 
 
 def partial_estimate(call: KernelCall) -> int:

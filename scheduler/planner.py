@@ -20,10 +20,10 @@ from . import machine as machine_module
 from .calibration import DaskRunner, LocalRunner, calibrate
 from .costs import KernelCalls, calls_for
 from .machine import MachineError, MachineModel
-from .search import SearchOptions, SearchSpace, one_weird_trick, print_strategy, search
+from .search import SearchOptions, SearchSpace, initial_candidates, print_strategy, search
 from .simulator import (MemoryModel, Simulation, Simulator, check_memory,
                         optimizer_state_copies, weight_memory, write_dot)
-from .strategy import Strategy, data_parallel_strategy
+from .strategy import Strategy
 from .taskgraph import Checks, Objective, TaskGraph, TaskGraphBuilder
 
 
@@ -144,11 +144,10 @@ class Planner:
         options = self.options.search
         space = SearchSpace(self.graph, self.num_devices, options)
         configs = {layer.index: space.configs(layer) for layer in self.graph.layers}
-        for candidate in (data_parallel_strategy(self.graph, self.num_devices), imported,
-                          one_weird_trick(self.graph, self.num_devices)):
+        for candidate in initial_candidates(self.graph, self.num_devices, options,
+                                            imported).values():
             for layer in self.graph.layers:
-                if candidate is not None:
-                    configs[layer.index].append(candidate[layer.name])
+                configs[layer.index].append(candidate[layer.name])
         simulator = self._simulator(configs)
         if imported is not None:
             check_memory(simulator.simulate_full(imported), "the imported strategy")

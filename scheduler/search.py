@@ -111,6 +111,18 @@ def one_weird_trick(graph: Graph, num_devices: int) -> dict[str, ParallelConfig]
     return strategy
 
 
+def initial_candidates(graph: Graph, num_devices: int, options: SearchOptions,
+                       imported: Strategy | None = None) -> dict[str, Strategy]:
+    """The strategies the search starts from, by name: data parallelism, the imported strategy
+    and, when parameter parallelism is allowed, the "one weird trick"."""
+    candidates = {"data parallel": data_parallel_strategy(graph, num_devices)}
+    if imported is not None:
+        candidates["imported"] = dict(imported)
+    if options.enable_parameter_parallel:
+        candidates["one weird trick"] = one_weird_trick(graph, num_devices)
+    return candidates
+
+
 def search(simulator: Simulator, options: SearchOptions, imported: Strategy | None = None,
            stream=None, observer: Callable[[float, float], None] | None = None
            ) -> SearchResult:
@@ -125,11 +137,7 @@ def search(simulator: Simulator, options: SearchOptions, imported: Strategy | No
     rng = random.Random(options.seed)
     started = time.perf_counter()
 
-    candidates = {"data parallel": data_parallel_strategy(graph, num_devices)}
-    if imported is not None:
-        candidates["imported"] = dict(imported)
-    if options.enable_parameter_parallel:
-        candidates["one weird trick"] = one_weird_trick(graph, num_devices)
+    candidates = initial_candidates(graph, num_devices, options, imported)
     scores = {name: simulate(s).cost for name, s in candidates.items()}
     print(f"MCMC search configuration: budget({options.budget}) alpha({options.alpha:.8f}) "
           f"mode(TRAINING)", file=stream)

@@ -48,7 +48,7 @@ from typing import NamedTuple
 
 from ..ops.graph import Graph
 from . import actions as A
-from .costs import KernelCalls, TaskCoster, volume
+from .costs import KernelCalls, TaskCoster
 from .fusion import fuse, link, place_of
 from .machine import MachineModel, Route
 from .strategy import Strategy, StrategyError
@@ -351,16 +351,16 @@ class MemoryModel:
         action, kind, size = task.action, type(task.action), self.itemsize
         if kind is A.Forward:
             layer = self.graph.layers[action.layer]
-            kept = sum(volume(b) * size[t] for t, b in zip(layer.outputs, action.out_boxes))
-            kept += (1 + self.training) * sum(volume(b) * size[t]
+            kept = sum(b.volume * size[t] for t, b in zip(layer.outputs, action.out_boxes))
+            kept += (1 + self.training) * sum(b.volume * size[t]
                                               for t, b in zip(layer.inputs, action.in_boxes))
             return ((task.device, kept),)
         if kind is A.Load or kind is A.Fill:
-            return ((task.device, volume(action.box) * size[action.tensor]),)
+            return ((task.device, action.box.volume * size[action.tensor]),)
         if kind is A.Send:
-            return ((action.dst, volume(action.box) * size[action.tensor]),)
+            return ((action.dst, action.box.volume * size[action.tensor]),)
         if kind is A.Loss:
-            return ((task.device, volume(action.box) * size[action.output]),)
+            return ((task.device, action.box.volume * size[action.output]),)
         return ()
 
 

@@ -69,9 +69,6 @@ class TaskGraph:
     tasks: list[Task] = field(default_factory=list)  # in a topological order
     weight_devices: dict[WeightKey, list[int]] = field(default_factory=dict)  # owner first
 
-    def by_key(self) -> dict[str, Task]:
-        return {t.key: t for t in self.tasks}
-
     def phase(self, *phases: str) -> list[Task]:
         return [t for t in self.tasks if t.phase in phases]
 
@@ -447,7 +444,7 @@ def overlapping(pieces, box: Box) -> list[tuple[Box, int, str]]:
     """(intersection with `box`, device, key) of each piece that intersects it."""
     found = []
     for piece_box, piece_device, key in pieces:
-        inter = _intersection(piece_box, box)
+        inter = piece_box.overlap(box)
         if inter is not None:
             found.append((inter, piece_device, key))
     return found
@@ -477,17 +474,6 @@ def _gather(w: _Writer, overlaps, tensor, box, device, phase, grad):
         deps.append(w.send(found[0][1], source, A.Send(tensor, bounds, device, True), phase,
                            [k for _, k in found]))
     return deps
-
-
-def _intersection(a: Box, b: Box) -> Box | None:
-    """`a.intersect(b)`, or None when it is empty (checked dim by dim, to stop early)."""
-    bounds = []
-    for (a0, a1), (b0, b1) in zip(a.bounds, b.bounds):
-        low, high = (a0 if a0 > b0 else b0), (a1 if a1 < b1 else b1)
-        if high <= low:
-            return None
-        bounds.append((low, high))
-    return Box(tuple(bounds))
 
 
 def _partials(w: _Writer, layer, phase: str, group: tuple[int, ...], device: int,
