@@ -52,6 +52,13 @@ class Graph:
         self.inputs.append(tensor.id)
         return tensor
 
+    def add_label(self, spec: TensorSpec) -> GraphTensor:
+        """A tensor fed from outside that no layer reads: what a loss compares the output with
+        (kept out of `inputs`, which are the model's own inputs)."""
+        tensor = GraphTensor(len(self.tensors), spec)
+        self.tensors.append(tensor)
+        return tensor
+
     def add_constant(self, spec: TensorSpec, value: float) -> GraphTensor:
         tensor = GraphTensor(len(self.tensors), spec, constant=float(value))
         self.tensors.append(tensor)

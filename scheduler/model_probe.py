@@ -37,8 +37,7 @@ class ModelProbe:
         x = self.graph.add_input(TensorSpec((batch, WIDTH))).id
         hidden = self.graph.add_layer(Dense(WIDTH), [x]).outputs[0]
         out = self.graph.add_layer(Softmax(-1), [hidden]).outputs[0]
-        label = self.graph.add_input(TensorSpec((batch, 1), "int32")).id
-        self.graph.inputs.remove(label)  # a label, as FFModel keeps it
+        label = self.graph.add_label(TensorSpec((batch, 1), "int32")).id
         self.objective = Objective(out, label, through_softmax=True)
         self.taskgraph = build_task_graph(self.graph, data_parallel_strategy(self.graph, devices),
                                           devices, self.objective)
