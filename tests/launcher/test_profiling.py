@@ -13,19 +13,8 @@ from flexflow.core import FFConfig, FFModel, LossType, MetricsType, SGDOptimizer
 from flexflow.scheduler import actions as A
 
 from ..parallel.models import MODELS, batches
+from ..search.helpers import TWO_GPUS_FILE
 from .run import TINY_MLP, launch
-
-MACHINE = """# two GPUs on one socket (FlexFlow's machine-model file format)
-num_nodes = 1
-num_sockets_per_node = 1
-num_cpus_per_socket = 2
-num_gpus_per_socket = 2
-nvlink_latency = 0.001
-nvlink_bandwidth = 18.52
-pci_latency = 0.001
-pci_bandwidth = 12.578
-intra_socket_gpu_fb_mem_to_gpu_fb_mem = nvlink
-"""
 
 
 @dataclass(frozen=True)
@@ -85,7 +74,7 @@ def test_profiling_times_every_layer_and_changes_no_result():
 
 def test_profiling_predictions_come_from_the_simulator(tmp_path):
     machine = tmp_path / "machine.txt"
-    machine.write_text(MACHINE)
+    machine.write_text(TWO_GPUS_FILE)
     ff, _ = train(["-ll:gpu", "2", "--in-process", "--profiling", "--machine-model-file",
                    str(machine)], steps=2)
     table = ff._profiler.table()

@@ -32,3 +32,16 @@ def small_machine(devices: int = 4, nodes: int = 2, cores: int | None = 1,
     machine = cluster("toy", kind, nodes, devices // nodes, link, host, overheads)
     machine.cores_per_node = cores
     return machine
+
+
+TWO_GPUS_FILE = """# two GPUs on one socket (FlexFlow's machine-model file format)
+num_nodes = 1
+num_sockets_per_node = 1
+num_cpus_per_socket = 2
+num_gpus_per_socket = 2
+nvlink_latency = 0.001
+nvlink_bandwidth = 18.52
+pci_latency = 0.001
+pci_bandwidth = 12.578
+intra_socket_gpu_fb_mem_to_gpu_fb_mem = nvlink
+"""

@@ -13,24 +13,12 @@ from flexflow.scheduler.strategy import data_parallel_strategy
 from flexflow.scheduler.taskgraph import Checks
 
 from ..parallel.models import BATCH, mlp
-from .helpers import compiled, small_machine
+from .helpers import TWO_GPUS_FILE, compiled, small_machine
 
 
 def update_times(simulation):
     return [ms for p in simulation.plans for t, ms in zip(p.tasks, p.task_ms)
             if isinstance(t.action, A.Update)]
-
-
-TWO_GPUS = """num_nodes = 1
-num_sockets_per_node = 1
-num_cpus_per_socket = 2
-num_gpus_per_socket = 2
-nvlink_latency = 0.001
-nvlink_bandwidth = 18.52
-pci_latency = 0.001
-pci_bandwidth = 12.578
-intra_socket_gpu_fb_mem_to_gpu_fb_mem = nvlink
-"""
 
 
 def test_checked_updates_cost_one_more_pass_over_the_gradient():
@@ -59,7 +47,7 @@ def test_the_simulated_graph_checks_gradients_as_the_run_s_does(argv, checked, t
                    if isinstance(t.action, A.Update)]
     assert run_updates and all(u.check_finite == checked for u in run_updates)
     machine_file = tmp_path / "machine.txt"
-    machine_file.write_text(TWO_GPUS)
+    machine_file.write_text(TWO_GPUS_FILE)
     options = replace(ff._plan_options(), machine_model_version=1,
                       machine_model_file=str(machine_file))
     simulator = Planner(ff.graph, objective, 2, None, options, ff._loss,
