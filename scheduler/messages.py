@@ -15,24 +15,21 @@ from .store import DeviceStore, WeightKey
 
 
 @dataclass(frozen=True)
-class Value:
-    """A box of a tensor's value (an activation another partition reads)."""
-
+class _TensorBox:
     tensor: int
     box: Box
     array: Any
+
+
+class Value(_TensorBox):
+    """A box of a tensor's value (an activation another partition reads)."""
 
     def apply(self, store: DeviceStore) -> None:
         store.put(self.tensor, self.box, store.xp.asarray(self.array))
 
 
-@dataclass(frozen=True)
-class Grad:
+class Grad(_TensorBox):
     """A box of a tensor's gradient, added to what the device has of it."""
-
-    tensor: int
-    box: Box
-    array: Any
 
     def apply(self, store: DeviceStore) -> None:
         store.add_grad(self.tensor, self.box, store.xp.asarray(self.array), received=True)
