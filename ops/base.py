@@ -16,6 +16,7 @@ Gradient conventions, which the executor relies on:
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -143,10 +144,47 @@ def expect_count(inputs: Sequence[TensorSpec], count: int, what: str) -> None:
         raise ShapeError(f"{what} takes {count} input(s), got {len(inputs)}")
 
 
+def float_like_input(inputs: Sequence[TensorSpec], what: str) -> tuple[TensorSpec]:
+    """The output spec of an operator on one float tensor whose result has the input's shape and
+    dtype (an element-wise function, a softmax along an axis); ShapeError for anything else."""
+    expect_count(inputs, 1, what)
+    expect_float(inputs, 0, f"{what} input")
+    return (TensorSpec(inputs[0].shape, inputs[0].dtype),)
+
+
+def expect_one_dtype(a: TensorSpec, b: TensorSpec, what: str) -> None:
+    """Raise a ShapeError unless the two operands `what` names have one dtype (no promotion)."""
+    if a.dtype != b.dtype:
+        raise ShapeError(f"{what} must have one dtype, got {a.dtype} {a.shape} and {b.dtype} "
+                         f"{b.shape}")
+
+
 def normalize_axis(axis: int, rank: int, what: str) -> int:
     if not -rank <= axis < rank:
         raise ShapeError(f"{what}: axis {axis} is out of range for a {rank}-d tensor")
     return axis % rank
+
+
+def float_operands(inputs: Sequence[TensorSpec], what: str,
+                   names: tuple[str, str]) -> tuple[TensorSpec, TensorSpec]:
+    """The two float operands of `what`, which `names` name in errors, checked to have one dtype
+    (no operator promotes)."""
+    expect_count(inputs, 2, f"{what} ({names[0]}, {names[1]})")
+    for index, name in enumerate(names):
+        expect_float(inputs, index, f"{what} {name}")
+    a, b = inputs
+    expect_one_dtype(a, b, f"{what} {names[0]} and {names[1]}")
+    return a, b
+
+
+def quiet(xp):
+    """numpy's errstate silencing the divide-by-zero and invalid-value warnings of kernels whose
+    inf and nan are the answers (log(0), log(-1), 0 ** -1); cupy does not warn, so there it is a
+    no-op."""
+    errstate = getattr(xp, "errstate", None)
+    if errstate is None:
+        return contextlib.nullcontext()
+    return errstate(invalid="ignore", divide="ignore")
 
 
 def sum_to_shape(xp, grad, shape: Sequence[int]):

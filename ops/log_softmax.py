@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Operator, expect_count, expect_float, normalize_axis
+from .base import Operator, float_like_input, normalize_axis
 from .elementwise import independent_dim_kinds
-from .spec import TensorSpec
 
 
 @dataclass(frozen=True)
@@ -27,10 +26,9 @@ class LogSoftmax(Operator):
         return normalize_axis(self.axis, rank, "log_softmax")
 
     def infer(self, inputs):
-        expect_count(inputs, 1, "log_softmax")
-        expect_float(inputs, 0, "log_softmax input")
+        spec = float_like_input(inputs, "log_softmax")
         normalize_axis(self.axis, inputs[0].ndim, f"log_softmax of shape {inputs[0].shape}")
-        return (TensorSpec(inputs[0].shape, inputs[0].dtype),)
+        return spec
 
     def forward(self, xp, xs, ws, part):
         (x,) = xs

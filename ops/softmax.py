@@ -15,9 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import vendor
-from .base import Operator, expect_count, expect_float, normalize_axis
+from .base import Operator, float_like_input, normalize_axis
 from .elementwise import independent_dim_kinds
-from .spec import TensorSpec
 
 
 @dataclass(frozen=True)
@@ -30,10 +29,9 @@ class Softmax(Operator):
         return normalize_axis(self.axis, rank, "softmax")
 
     def infer(self, inputs):
-        expect_count(inputs, 1, "softmax")
-        expect_float(inputs, 0, "softmax input")
+        spec = float_like_input(inputs, "softmax")
         normalize_axis(self.axis, inputs[0].ndim, f"softmax of shape {inputs[0].shape}")
-        return (TensorSpec(inputs[0].shape, inputs[0].dtype),)
+        return spec
 
     @property
     def reduction_dims(self):
