@@ -251,7 +251,7 @@ def _mean(call: Call):
 
 
 def _to(call: Call):
-    """`.to(dtype|device|tensor)`: the builder checks that no cast is asked for."""
+    """`.to(dtype|device|tensor)`: the builder casts where a dtype change is asked for."""
     call.tensor(0, "input")
     target = call.arg(1, "dtype", None) or call.kwargs.get("device")
     if isinstance(target, fx.Node):
