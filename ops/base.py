@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 from .box import Box
 from .spec import DimKind, ShapeError, TensorSpec, WeightSpec
@@ -62,6 +62,12 @@ class Operator:
     """Base class; subclasses are frozen dataclasses of the operator's attributes."""
 
     type_name: str = "Op"  # FlexFlow's C++ type name, used in default layer names ("Dense_100")
+    #: fields that FlexFlow scripts give as lists of ints, stored as tuples of ints (hashable)
+    int_tuples: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self):
+        for name in self.int_tuples:
+            object.__setattr__(self, name, tuple(int(n) for n in getattr(self, name)))
 
     # ---- shapes and weights -------------------------------------------------------------------
     def infer(self, inputs: Sequence[TensorSpec]) -> tuple[TensorSpec, ...]:
@@ -124,6 +130,29 @@ class Operator:
         """Bytes a forward pass reads and writes."""
         return (sum(t.nbytes for t in inputs) + sum(t.nbytes for t in self.infer(inputs))
                 + sum(w.spec.nbytes for w in self.weight_specs(inputs)))
+
+
+@dataclass(frozen=True)
+class AlongAxis(Operator):
+    """An operator working along one `axis` of its input (negative counts from the end; the batch
+    dim is 0); `what` names it in errors. Its default `infer` is for one float input whose shape
+    and dtype the output keeps (softmax, log-softmax)."""
+
+    axis: int
+
+    what: ClassVar[str]
+
+    def _axis(self, rank: int) -> int:
+        return normalize_axis(self.axis, rank, self.what)
+
+    def infer(self, inputs):
+        spec = float_like_input(inputs, self.what)
+        self._expect_axis(inputs[0])
+        return spec
+
+    def _expect_axis(self, spec: TensorSpec) -> None:
+        """ShapeError naming the input's shape unless `axis` is one of its dims."""
+        normalize_axis(self.axis, spec.ndim, f"{self.what} of shape {spec.shape}")
 
 
 def expect_rank(inputs: Sequence[TensorSpec], index: int, ranks: Sequence[int], what: str) -> None:

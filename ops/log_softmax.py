@@ -12,23 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Operator, float_like_input, normalize_axis
+from .base import AlongAxis
 from .elementwise import independent_dim_kinds
 
 
 @dataclass(frozen=True)
-class LogSoftmax(Operator):
+class LogSoftmax(AlongAxis):
     axis: int = -1
 
     type_name = "LogSoftmax"
-
-    def _axis(self, rank: int) -> int:
-        return normalize_axis(self.axis, rank, "log_softmax")
-
-    def infer(self, inputs):
-        spec = float_like_input(inputs, "log_softmax")
-        normalize_axis(self.axis, inputs[0].ndim, f"log_softmax of shape {inputs[0].shape}")
-        return spec
+    what = "log_softmax"
 
     def forward(self, xp, xs, ws, part):
         (x,) = xs

@@ -15,23 +15,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import vendor
-from .base import Operator, float_like_input, normalize_axis
+from .base import AlongAxis
 from .elementwise import independent_dim_kinds
 
 
 @dataclass(frozen=True)
-class Softmax(Operator):
+class Softmax(AlongAxis):
     axis: int = -1
 
     type_name = "Softmax"
-
-    def _axis(self, rank: int) -> int:
-        return normalize_axis(self.axis, rank, "softmax")
-
-    def infer(self, inputs):
-        spec = float_like_input(inputs, "softmax")
-        normalize_axis(self.axis, inputs[0].ndim, f"softmax of shape {inputs[0].shape}")
-        return spec
+    what = "softmax"
 
     @property
     def reduction_dims(self):
