@@ -15,6 +15,8 @@ from flexflow.core import (GlorotUniformInitializer, NormInitializer, UniformIni
                            ZeroInitializer)
 from flexflow.initializers import OnesInitializer
 
+from .identifiers import resolve
+
 _FIRST_SEED = 1000
 _seeds = itertools.count(_FIRST_SEED)
 
@@ -78,9 +80,4 @@ def get(identifier) -> Initializer:
     """An Initializer from an instance, a name in `_BY_NAME`, or None (FFModel's default)."""
     if identifier is None:
         return DefaultInitializer()
-    if isinstance(identifier, Initializer):
-        return identifier
-    if isinstance(identifier, str) and identifier in _BY_NAME:
-        return _BY_NAME[identifier]()
-    raise ValueError(f"unknown initializer {identifier!r}; expected a "
-                     f"flexflow.keras.initializers.Initializer or one of {sorted(_BY_NAME)}")
+    return resolve(identifier, Initializer, _BY_NAME, "unknown initializer")
