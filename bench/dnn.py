@@ -18,20 +18,25 @@ from flexflow.scheduler.taskgraph import Objective
 RELU = ActiMode.AC_MODE_RELU
 
 
-def alexnet(ff, batch, image=224, classes=1000):
-    x = ff.create_tensor([batch, 3, image, image])
-    t = ff.conv2d(x, 64, 11, 11, 4, 4, 2, 2, RELU)
-    t = ff.pool2d(t, 3, 3, 2, 2, 0, 0)
-    t = ff.conv2d(t, 192, 5, 5, 1, 1, 2, 2, RELU)
-    t = ff.pool2d(t, 3, 3, 2, 2, 0, 0)
-    t = ff.conv2d(t, 384, 3, 3, 1, 1, 1, 1, RELU)
-    t = ff.conv2d(t, 256, 3, 3, 1, 1, 1, 1, RELU)
-    t = ff.conv2d(t, 256, 3, 3, 1, 1, 1, 1, RELU)
-    t = ff.pool2d(t, 3, 3, 2, 2, 0, 0)
+def _alexnet_layers(ff, x, convs, pool, classes):
+    """AlexNet's layers on `x`: five ReLU convolutions, each `(channels, kernel, stride, pad)`,
+    max pools of size `pool` and stride 2 after the first, second and fifth, then two 4096-wide
+    ReLU dense layers and the classifier's softmax."""
+    t = x
+    for index, (channels, kernel, stride, pad) in enumerate(convs):
+        t = ff.conv2d(t, channels, kernel, kernel, stride, stride, pad, pad, RELU)
+        if index in (0, 1, 4):
+            t = ff.pool2d(t, pool, pool, 2, 2, 0, 0)
     t = ff.flat(t)
     t = ff.dense(t, 4096, RELU)
     t = ff.dense(t, 4096, RELU)
     ff.softmax(ff.dense(t, classes))
+
+
+def alexnet(ff, batch, image=224, classes=1000):
+    x = ff.create_tensor([batch, 3, image, image])
+    _alexnet_layers(ff, x, [(64, 11, 4, 2), (192, 5, 1, 2), (384, 3, 1, 1), (256, 3, 1, 1),
+                            (256, 3, 1, 1)], pool=3, classes=classes)
     return [x]
 
 
@@ -39,18 +44,8 @@ def alexnet_cifar(ff, batch, classes=10):
     """AlexNet's structure at a size a CPU trains: five convolutions on 32x32 images, then
     dense layers as wide as AlexNet's (4096), which hold almost all of the 21 M weights."""
     x = ff.create_tensor([batch, 3, 32, 32])
-    t = ff.conv2d(x, 32, 5, 5, 1, 1, 2, 2, RELU)
-    t = ff.pool2d(t, 2, 2, 2, 2, 0, 0)
-    t = ff.conv2d(t, 64, 5, 5, 1, 1, 2, 2, RELU)
-    t = ff.pool2d(t, 2, 2, 2, 2, 0, 0)
-    t = ff.conv2d(t, 96, 3, 3, 1, 1, 1, 1, RELU)
-    t = ff.conv2d(t, 96, 3, 3, 1, 1, 1, 1, RELU)
-    t = ff.conv2d(t, 64, 3, 3, 1, 1, 1, 1, RELU)
-    t = ff.pool2d(t, 2, 2, 2, 2, 0, 0)
-    t = ff.flat(t)
-    t = ff.dense(t, 4096, RELU)
-    t = ff.dense(t, 4096, RELU)
-    ff.softmax(ff.dense(t, classes))
+    _alexnet_layers(ff, x, [(32, 5, 1, 2), (64, 5, 1, 2), (96, 3, 1, 1), (96, 3, 1, 1),
+                            (64, 3, 1, 1)], pool=2, classes=classes)
     return [x]
 
 

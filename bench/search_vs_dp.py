@@ -16,7 +16,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from dnn import alexnet_cifar  # noqa: E402
 from host_load import StealMeter, describe  # noqa: E402
 from local_cluster import local_cluster  # noqa: E402
+from simulator_accuracy import step_ms  # noqa: E402
 
 from flexflow.core import FFConfig, FFModel, LossType, SGDOptimizer  # noqa: E402
 from flexflow.scheduler import cluster as cluster_module  # noqa: E402
@@ -43,15 +43,6 @@ def compiled(argv):
     ff.label_tensor.set_tensor(ff, rng.integers(0, 10, (BATCH, 1)).astype(np.int32))
     ff.train_step()  # warm-up
     return ff
-
-
-def step_ms(ff, steps):
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        ff.train_step()
-        times.append((time.perf_counter() - start) * 1e3)
-    return times
 
 
 def main():

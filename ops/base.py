@@ -16,8 +16,9 @@ Gradient conventions, which the executor relies on:
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 from .box import Box
 from .spec import DimKind, ShapeError, TensorSpec, WeightSpec
@@ -61,6 +62,12 @@ class Operator:
     """Base class; subclasses are frozen dataclasses of the operator's attributes."""
 
     type_name: str = "Op"  # FlexFlow's C++ type name, used in default layer names ("Dense_100")
+    #: fields that FlexFlow scripts give as lists of ints, stored as tuples of ints (hashable)
+    int_tuples: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self):
+        for name in self.int_tuples:
+            object.__setattr__(self, name, tuple(int(n) for n in getattr(self, name)))
 
     # ---- shapes and weights -------------------------------------------------------------------
     def infer(self, inputs: Sequence[TensorSpec]) -> tuple[TensorSpec, ...]:
@@ -125,6 +132,29 @@ class Operator:
                 + sum(w.spec.nbytes for w in self.weight_specs(inputs)))
 
 
+@dataclass(frozen=True)
+class AlongAxis(Operator):
+    """An operator working along one `axis` of its input (negative counts from the end; the batch
+    dim is 0); `what` names it in errors. Its default `infer` is for one float input whose shape
+    and dtype the output keeps (softmax, log-softmax)."""
+
+    axis: int
+
+    what: ClassVar[str]
+
+    def _axis(self, rank: int) -> int:
+        return normalize_axis(self.axis, rank, self.what)
+
+    def infer(self, inputs):
+        spec = float_like_input(inputs, self.what)
+        self._expect_axis(inputs[0])
+        return spec
+
+    def _expect_axis(self, spec: TensorSpec) -> None:
+        """ShapeError naming the input's shape unless `axis` is one of its dims."""
+        normalize_axis(self.axis, spec.ndim, f"{self.what} of shape {spec.shape}")
+
+
 def expect_rank(inputs: Sequence[TensorSpec], index: int, ranks: Sequence[int], what: str) -> None:
     """Raise a ShapeError unless input `index` has one of `ranks`."""
     shape = inputs[index].shape
@@ -143,10 +173,47 @@ def expect_count(inputs: Sequence[TensorSpec], count: int, what: str) -> None:
         raise ShapeError(f"{what} takes {count} input(s), got {len(inputs)}")
 
 
+def float_like_input(inputs: Sequence[TensorSpec], what: str) -> tuple[TensorSpec]:
+    """The output spec of an operator on one float tensor whose result has the input's shape and
+    dtype (an element-wise function, a softmax along an axis); ShapeError for anything else."""
+    expect_count(inputs, 1, what)
+    expect_float(inputs, 0, f"{what} input")
+    return (TensorSpec(inputs[0].shape, inputs[0].dtype),)
+
+
+def expect_one_dtype(a: TensorSpec, b: TensorSpec, what: str) -> None:
+    """Raise a ShapeError unless the two operands `what` names have one dtype (no promotion)."""
+    if a.dtype != b.dtype:
+        raise ShapeError(f"{what} must have one dtype, got {a.dtype} {a.shape} and {b.dtype} "
+                         f"{b.shape}")
+
+
 def normalize_axis(axis: int, rank: int, what: str) -> int:
     if not -rank <= axis < rank:
         raise ShapeError(f"{what}: axis {axis} is out of range for a {rank}-d tensor")
     return axis % rank
+
+
+def float_operands(inputs: Sequence[TensorSpec], what: str,
+                   names: tuple[str, str]) -> tuple[TensorSpec, TensorSpec]:
+    """The two float operands of `what`, which `names` name in errors, checked to have one dtype
+    (no operator promotes)."""
+    expect_count(inputs, 2, f"{what} ({names[0]}, {names[1]})")
+    for index, name in enumerate(names):
+        expect_float(inputs, index, f"{what} {name}")
+    a, b = inputs
+    expect_one_dtype(a, b, f"{what} {names[0]} and {names[1]}")
+    return a, b
+
+
+def quiet(xp):
+    """numpy's errstate silencing the divide-by-zero and invalid-value warnings of kernels whose
+    inf and nan are the answers (log(0), log(-1), 0 ** -1); cupy does not warn, so there it is a
+    no-op."""
+    errstate = getattr(xp, "errstate", None)
+    if errstate is None:
+        return contextlib.nullcontext()
+    return errstate(invalid="ignore", divide="ignore")
 
 
 def sum_to_shape(xp, grad, shape: Sequence[int]):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Operator, expect_count, expect_float
+from .base import Operator, float_operands
 from .spec import DimKind, ShapeError, TensorSpec
 from .vendor import matmul
 
@@ -26,17 +26,11 @@ class BatchMatmul(Operator):
     type_name = "BatchMatmul"
 
     def infer(self, inputs):
-        expect_count(inputs, 2, "batch_matmul (A, B)")
-        expect_float(inputs, 0, "batch_matmul A")
-        expect_float(inputs, 1, "batch_matmul B")
-        a, b = inputs
+        a, b = float_operands(inputs, "batch_matmul", ("A", "B"))
         if (a.ndim < 3 or a.ndim != b.ndim or a.shape[:-2] != b.shape[:-2]
                 or a.shape[-1] != b.shape[-2]):
             raise ShapeError(f"batch_matmul expects A (..., m, k) and B (..., k, n) of rank >= 3 "
                              f"with equal leading dims, got A {a.shape} and B {b.shape}")
-        if a.dtype != b.dtype:
-            raise ShapeError(f"batch_matmul A and B must have one dtype, got {a.dtype} and "
-                             f"{b.dtype}")
         return (TensorSpec(a.shape[:-1] + b.shape[-1:], a.dtype),)
 
     def forward(self, xp, xs, ws, part):

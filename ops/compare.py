@@ -4,16 +4,15 @@ a >= b or a == b.
 Imported models compute masks this way (ONNX's Less, Greater, Equal, ...), which `Where` then
 uses to choose between two tensors. The result is piecewise constant in a and b, so their
 gradients are zero (as PyTorch leaves them: no gradient flows through a comparison); integer and
-bool operands get None. Splitting follows `ElementBinary`: every output dim splits, a broadcast
-operand is read whole along its size-1 dims.
+bool operands get None. It splits as `ElementBinary` does (`Broadcasting`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Operator, expect_count
-from .elementwise import broadcast_box, broadcast_shape, independent_dim_kinds
+from .base import expect_count, expect_one_dtype
+from .elementwise import Broadcasting, FuncFamily, broadcast_shape
 from .spec import ShapeError, TensorSpec
 
 COMPARISONS = {"less": "Less", "less_equal": "LessEqual", "greater": "Greater",
@@ -21,24 +20,17 @@ COMPARISONS = {"less": "Less", "less_equal": "LessEqual", "greater": "Greater",
 
 
 @dataclass(frozen=True)
-class Compare(Operator):
+class Compare(FuncFamily, Broadcasting):
     """`func` is one of COMPARISONS (numpy's names)."""
 
-    func: str
-
-    @property
-    def type_name(self) -> str:
-        return COMPARISONS.get(self.func, "Compare")
+    FUNCS = COMPARISONS
+    FAMILY = "comparison"
 
     def infer(self, inputs):
         expect_count(inputs, 2, self.func)
-        if self.func not in COMPARISONS:
-            raise ShapeError(f"unknown comparison {self.func!r}; expected one of "
-                             f"{tuple(COMPARISONS)}")
+        self.expect_known_func()
         a, b = inputs
-        if a.dtype != b.dtype:
-            raise ShapeError(f"{self.func} operands must have one dtype, got {a.dtype} {a.shape} "
-                             f"and {b.dtype} {b.shape}")
+        expect_one_dtype(a, b, f"{self.func} operands")
         if a.dtype == "bool" and self.func != "equal":
             raise ShapeError(f"{self.func} of bool tensors: only equal compares bools")
         return (TensorSpec(broadcast_shape(a.shape, b.shape), "bool"),)
@@ -52,8 +44,3 @@ class Compare(Operator):
         return [xp.zeros(shape, dtype) if dtype.kind == "f" else None
                 for shape, dtype in ((a_shape, a_dtype), (b_shape, b_dtype))], []
 
-    def dim_kinds(self, inputs):
-        return independent_dim_kinds(self.infer(inputs)[0].ndim)
-
-    def input_box(self, out_box, inputs, index):
-        return broadcast_box(out_box, inputs[index].shape)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Operator, expect_count, normalize_axis
+from .base import AlongAxis, Operator, expect_count, normalize_axis
 from .elementwise import independent_dim_kinds
 from .spec import ShapeError, TensorSpec
 
@@ -34,13 +34,9 @@ def _cut(array, sizes, axis: int) -> list:
 
 
 @dataclass(frozen=True)
-class Concat(Operator):
-    axis: int
-
+class Concat(AlongAxis):
     type_name = "Concat"
-
-    def _axis(self, rank: int) -> int:
-        return normalize_axis(self.axis, rank, "concat")
+    what = "concat"
 
     def infer(self, inputs):
         if not inputs:
@@ -95,9 +91,7 @@ class Split(Operator):
     axis: int
 
     type_name = "Split"
-
-    def __post_init__(self):
-        object.__setattr__(self, "sizes", tuple(int(n) for n in self.sizes))
+    int_tuples = ("sizes",)
 
     def _axis(self, rank: int) -> int:
         return normalize_axis(self.axis, rank, "split")

@@ -34,8 +34,13 @@ Padding = tuple[Pair, Pair]
 COLUMN_BYTES = 4 << 20
 
 
-def check_window_args(kernel: Pair, stride: Pair, padding: Padding, what: str) -> None:
-    """Raise a ShapeError for a kernel, stride or padding that no input could satisfy."""
+def check_window_op(op, inputs, what: str) -> None:
+    """The checks of a windowed operator (conv2d, pool2d) that need no sizes: one float NCHW
+    input, a kernel, stride and padding some input could satisfy, and a known fused activation;
+    ShapeError otherwise."""
+    expect_rank(inputs, 0, (4,), f"{what} input (NCHW)")
+    expect_float(inputs, 0, f"{what} input")
+    kernel, stride, padding = op.kernel, op.stride, op.padding
     if len(kernel) != 2 or min(kernel) <= 0:
         raise ShapeError(f"{what} kernel must be two positive sizes, got {kernel}")
     if len(stride) != 2 or min(stride) <= 0:
@@ -43,6 +48,7 @@ def check_window_args(kernel: Pair, stride: Pair, padding: Padding, what: str) -
     if len(padding) != 2 or any(len(p) != 2 or min(p) < 0 for p in padding):
         raise ShapeError(f"{what} padding must be ((top, bottom), (left, right)) of non-negative "
                          f"sizes, got {padding}")
+    check_activation(op.activation)
 
 
 def window_output_hw(x: TensorSpec, kernel: Pair, stride: Pair, padding: Padding,
@@ -273,10 +279,7 @@ class Conv2D(Operator):
     type_name = "Conv2D"
 
     def infer(self, inputs):
-        expect_rank(inputs, 0, (4,), "conv2d input (NCHW)")
-        expect_float(inputs, 0, "conv2d input")
-        check_window_args(self.kernel, self.stride, self.padding, "conv2d")
-        check_activation(self.activation)
+        check_window_op(self, inputs, "conv2d")
         x = inputs[0]
         if self.out_channels <= 0 or self.groups <= 0:
             raise ShapeError(f"conv2d out_channels and groups must be positive, got "

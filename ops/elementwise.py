@@ -12,11 +12,11 @@ one; the other unary functions and the binary backward stay NumPy/CuPy expressio
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 from . import vendor
 from .activation import activate, activate_backward, aten_activate, aten_activate_backward
-from .base import Operator, expect_count, expect_float, sum_to_shape
+from .base import Operator, float_like_input, float_operands, quiet, sum_to_shape
 from .box import Box
 from .spec import DimKind, ShapeError, TensorSpec
 
@@ -28,7 +28,48 @@ def independent_dim_kinds(rank: int, fixed: Sequence[int] = ()) -> tuple[DimKind
                  for d in range(rank))
 
 
+@dataclass(frozen=True)
+class FuncFamily(Operator):
+    """An operator family whose `func` field picks one entry of `FUNCS` (func -> FlexFlow's type
+    name, used in default layer names); `FAMILY` names the family in errors."""
+
+    func: str
+
+    FUNCS: ClassVar[dict[str, str]]
+    FAMILY: ClassVar[str]
+
+    @property
+    def type_name(self) -> str:
+        return self.FUNCS.get(self.func, type(self).__name__)
+
+    def expect_known_func(self) -> None:
+        if self.func not in self.FUNCS:
+            raise ShapeError(f"unknown {self.FAMILY} {self.func!r}; expected one of "
+                             f"{tuple(self.FUNCS)}")
+
+
+def pow_base_grad(xp, dy, x, e):
+    """dy * d(x ** e) / dx for a tensor or scalar exponent e, taken as 0 where e == 0 (also at
+    x == 0, where the formula's 0 * inf would be nan), as PyTorch defines it."""
+    with quiet(xp):
+        return xp.where(e == 0, 0, dy * e * xp.power(x, e - 1)).astype(dy.dtype, copy=False)
+
+
 # ---- unary ------------------------------------------------------------------------------------
+
+
+class Pointwise(Operator):
+    """A function of one float tensor element by element: y has x's shape and dtype, and every
+    dim splits without communication. `what` names it in errors."""
+
+    what: ClassVar[str]
+
+    def infer(self, inputs):
+        return float_like_input(inputs, self.what)
+
+    def dim_kinds(self, inputs):
+        return independent_dim_kinds(inputs[0].ndim)
+
 
 _ACTIVATION_FUNCS = {"relu": "ReLU", "sigmoid": "Sigmoid", "tanh": "Tanh", "elu": "Elu",
                      "gelu": "Gelu"}
@@ -39,30 +80,25 @@ UNARY_FUNCS = {**_ACTIVATION_FUNCS, **_PLAIN_FUNCS, **_SCALAR_FUNCS}
 
 
 @dataclass(frozen=True)
-class ElementUnary(Operator):
+class ElementUnary(FuncFamily, Pointwise):
     """y = func(x), or y = x <op> scalar for pow and the scalar_* funcs (scalar = the exponent or
     the operand; the other funcs take no scalar)."""
 
-    func: str
     scalar: float | None = None
 
-    @property
-    def type_name(self) -> str:
-        return UNARY_FUNCS.get(self.func, "ElementUnary")
+    FUNCS = UNARY_FUNCS
+    FAMILY = "element-wise function"
 
     def infer(self, inputs):
-        expect_count(inputs, 1, self.func)
-        expect_float(inputs, 0, f"{self.func} input")
-        if self.func not in UNARY_FUNCS:
-            raise ShapeError(f"unknown element-wise function {self.func!r}; expected one of "
-                             f"{tuple(UNARY_FUNCS)}")
+        spec = float_like_input(inputs, self.func)
+        self.expect_known_func()
         needs_scalar = self.func in _SCALAR_FUNCS
         if needs_scalar != (self.scalar is not None):
             wanted = "a scalar" if needs_scalar else "no scalar"
             raise ShapeError(f"{self.func} takes {wanted}, got scalar={self.scalar!r}")
         if self.func == "scalar_true_divide" and self.scalar == 0:
             raise ShapeError("scalar_true_divide by 0")
-        return (TensorSpec(inputs[0].shape, inputs[0].dtype),)
+        return spec
 
     def forward(self, xp, xs, ws, part):
         (x,) = xs
@@ -108,7 +144,7 @@ class ElementUnary(Operator):
         elif func == "rsqrt":
             dx = -0.5 * dy * saved * saved * saved
         elif func == "pow":
-            dx = dy * s * saved ** (s - 1.0)
+            dx = pow_base_grad(xp, dy, saved, s)
         elif func == "scalar_multiply":
             dx = dy * s
         elif func == "scalar_true_divide":
@@ -116,9 +152,6 @@ class ElementUnary(Operator):
         else:  # identity, scalar_add, scalar_sub
             dx = dy
         return [dx], []
-
-    def dim_kinds(self, inputs):
-        return independent_dim_kinds(inputs[0].ndim)
 
 
 # ---- binary -----------------------------------------------------------------------------------
@@ -145,31 +178,29 @@ def broadcast_box(out_box: Box, shape: Sequence[int]) -> Box:
     return Box(tuple((0, 1) if n == 1 else b for b, n in zip(bounds, shape)))
 
 
+class Broadcasting(Operator):
+    """The splitting of an element-wise operator whose inputs broadcast to its output: every
+    output dim splits, and a broadcast input is read whole along its size-1 dims (read by every
+    partition of the output dims it is broadcast along, so its gradient is summed over those dims
+    by the kernel and across partitions by the executor)."""
+
+    def dim_kinds(self, inputs):
+        return independent_dim_kinds(self.infer(inputs)[0].ndim)
+
+    def input_box(self, out_box, inputs, index):
+        return broadcast_box(out_box, inputs[index].shape)
+
+
 @dataclass(frozen=True)
-class ElementBinary(Operator):
-    """y = func(a, b) with numpy broadcasting of a and b (either may broadcast).
+class ElementBinary(FuncFamily, Broadcasting):
+    """y = func(a, b) with numpy broadcasting of a and b (either may broadcast)."""
 
-    A broadcast input is read by every partition of the output dims it is broadcast along; its
-    gradient is summed over those dims here and across partitions by the executor.
-    """
-
-    func: str
-
-    @property
-    def type_name(self) -> str:
-        return BINARY_FUNCS.get(self.func, "ElementBinary")
+    FUNCS = BINARY_FUNCS
+    FAMILY = "element-wise function"
 
     def infer(self, inputs):
-        expect_count(inputs, 2, self.func)
-        expect_float(inputs, 0, f"{self.func} input 0")
-        expect_float(inputs, 1, f"{self.func} input 1")
-        if self.func not in BINARY_FUNCS:
-            raise ShapeError(f"unknown element-wise function {self.func!r}; expected one of "
-                             f"{tuple(BINARY_FUNCS)}")
-        a, b = inputs
-        if a.dtype != b.dtype:
-            raise ShapeError(f"{self.func} inputs must have one dtype, got {a.dtype} {a.shape} "
-                             f"and {b.dtype} {b.shape}")
+        a, b = float_operands(inputs, self.func, ("input 0", "input 1"))
+        self.expect_known_func()
         return (TensorSpec(broadcast_shape(a.shape, b.shape), a.dtype),)
 
     def forward(self, xp, xs, ws, part):
@@ -202,9 +233,3 @@ class ElementBinary(Operator):
             weight = (wins + 0.5 * (a == b)).astype(dy.dtype, copy=False)
             da, db = dy * weight, dy * (1.0 - weight)
         return [sum_to_shape(xp, da, a.shape), sum_to_shape(xp, db, b.shape)], []
-
-    def dim_kinds(self, inputs):
-        return independent_dim_kinds(self.infer(inputs)[0].ndim)
-
-    def input_box(self, out_box, inputs, index):
-        return broadcast_box(out_box, inputs[index].shape)

@@ -102,9 +102,3 @@ class Graph:
 
     def in_specs(self, layer: Layer) -> list[TensorSpec]:
         return [self.tensors[i].spec for i in layer.inputs]
-
-    def layer_by_name(self, name: str) -> Layer:
-        for layer in self.layers:
-            if layer.name == name:
-                return layer
-        raise KeyError(name)

@@ -24,10 +24,7 @@ class LayerNorm(Operator):
     eps: float = 1e-5
 
     type_name = "LayerNorm"
-
-    def __post_init__(self):
-        # FlexFlow scripts pass a list; a tuple keeps the operator hashable.
-        object.__setattr__(self, "axes", tuple(int(a) for a in self.axes))
+    int_tuples = ("axes",)
 
     def _count(self, inputs) -> int:
         """How many trailing dims are normalised (validating `axes` against the input)."""

@@ -7,31 +7,16 @@ dx = dy / x. Every dim splits freely.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
-from .base import Operator, expect_count, expect_float
-from .elementwise import independent_dim_kinds
-from .spec import TensorSpec
-
-
-def quiet(xp):
-    """numpy's errstate silencing the divide-by-zero and invalid-value warnings of log(0) and
-    log(-1) (the -inf and nan are the answers); cupy does not warn, so there it is a no-op."""
-    errstate = getattr(xp, "errstate", None)
-    if errstate is None:
-        return contextlib.nullcontext()
-    return errstate(invalid="ignore", divide="ignore")
+from .base import quiet
+from .elementwise import Pointwise
 
 
 @dataclass(frozen=True)
-class Log(Operator):
+class Log(Pointwise):
     type_name = "Log"
-
-    def infer(self, inputs):
-        expect_count(inputs, 1, "log")
-        expect_float(inputs, 0, "log input")
-        return (TensorSpec(inputs[0].shape, inputs[0].dtype),)
+    what = "log"
 
     def forward(self, xp, xs, ws, part):
         (x,) = xs
@@ -41,6 +26,3 @@ class Log(Operator):
     def backward(self, xp, dys, saved, part):
         with quiet(xp):
             return [dys[0] / saved], []
-
-    def dim_kinds(self, inputs):
-        return independent_dim_kinds(inputs[0].ndim)

@@ -12,25 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Operator, expect_count, expect_float, normalize_axis
+from .base import AlongAxis
 from .elementwise import independent_dim_kinds
-from .spec import TensorSpec
 
 
 @dataclass(frozen=True)
-class LogSoftmax(Operator):
+class LogSoftmax(AlongAxis):
     axis: int = -1
 
     type_name = "LogSoftmax"
-
-    def _axis(self, rank: int) -> int:
-        return normalize_axis(self.axis, rank, "log_softmax")
-
-    def infer(self, inputs):
-        expect_count(inputs, 1, "log_softmax")
-        expect_float(inputs, 0, "log_softmax input")
-        normalize_axis(self.axis, inputs[0].ndim, f"log_softmax of shape {inputs[0].shape}")
-        return (TensorSpec(inputs[0].shape, inputs[0].dtype),)
+    what = "log_softmax"
 
     def forward(self, xp, xs, ws, part):
         (x,) = xs

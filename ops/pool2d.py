@@ -15,10 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import vendor
-from .activation import (activate, activate_backward, aten_activate, aten_activate_backward,
-                         check_activation)
-from .base import Operator, expect_float, expect_rank
-from .conv2d import Pair, Padding, Windows, check_window_args, window_input_box, window_output_hw
+from .activation import activate, activate_backward, aten_activate, aten_activate_backward
+from .base import Operator
+from .conv2d import Pair, Padding, Windows, check_window_op, window_input_box, window_output_hw
 from .spec import DimKind, ShapeError, TensorSpec
 
 POOL_TYPES = ("max", "avg")
@@ -43,10 +42,7 @@ class Pool2D(Operator):
     type_name = "Pool2D"
 
     def infer(self, inputs):
-        expect_rank(inputs, 0, (4,), "pool2d input (NCHW)")
-        expect_float(inputs, 0, "pool2d input")
-        check_window_args(self.kernel, self.stride, self.padding, "pool2d")
-        check_activation(self.activation)
+        check_window_op(self, inputs, "pool2d")
         if self.pool_type not in POOL_TYPES:
             raise ShapeError(f"unknown pool_type {self.pool_type!r}; expected one of {POOL_TYPES}")
         if any(max(pad) >= k for pad, k in zip(self.padding, self.kernel)):

@@ -23,9 +23,7 @@ class Mean(Operator):
     keepdims: bool = False
 
     type_name = "Mean"
-
-    def __post_init__(self):
-        object.__setattr__(self, "dims", tuple(int(d) for d in self.dims))
+    int_tuples = ("dims",)
 
     def _dims(self, shape) -> tuple[int, ...]:
         """The reduced dims, normalised and sorted."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Operator, expect_count, normalize_axis
+from .base import AlongAxis, Operator, expect_count
 from .box import Box
 from .elementwise import independent_dim_kinds
 from .spec import DimKind, ShapeError, TensorSpec
@@ -67,10 +67,7 @@ class Reshape(_Regroup):
     shape: tuple[int, ...]
 
     type_name = "Reshape"
-
-    def __post_init__(self):
-        # FlexFlow scripts pass lists; a tuple keeps the operator hashable.
-        object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
+    int_tuples = ("shape",)
 
     def infer(self, inputs):
         expect_count(inputs, 1, "reshape")
@@ -105,9 +102,7 @@ class Transpose(Operator):
     perm: tuple[int, ...]
 
     type_name = "Transpose"
-
-    def __post_init__(self):
-        object.__setattr__(self, "perm", tuple(int(p) for p in self.perm))
+    int_tuples = ("perm",)
 
     def infer(self, inputs):
         expect_count(inputs, 1, "transpose")
@@ -141,19 +136,15 @@ class Transpose(Operator):
 
 
 @dataclass(frozen=True)
-class Reverse(Operator):
+class Reverse(AlongAxis):
     """Reverses the order of elements along `axis`."""
 
-    axis: int
-
     type_name = "Reverse"
-
-    def _axis(self, rank: int) -> int:
-        return normalize_axis(self.axis, rank, "reverse")
+    what = "reverse"
 
     def infer(self, inputs):
         expect_count(inputs, 1, "reverse")
-        normalize_axis(self.axis, inputs[0].ndim, f"reverse of shape {inputs[0].shape}")
+        self._expect_axis(inputs[0])
         return (TensorSpec(inputs[0].shape, inputs[0].dtype),)
 
     def forward(self, xp, xs, ws, part):

@@ -15,25 +15,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import vendor
-from .base import Operator, expect_count, expect_float, normalize_axis
+from .base import AlongAxis
 from .elementwise import independent_dim_kinds
-from .spec import TensorSpec
 
 
 @dataclass(frozen=True)
-class Softmax(Operator):
+class Softmax(AlongAxis):
     axis: int = -1
 
     type_name = "Softmax"
-
-    def _axis(self, rank: int) -> int:
-        return normalize_axis(self.axis, rank, "softmax")
-
-    def infer(self, inputs):
-        expect_count(inputs, 1, "softmax")
-        expect_float(inputs, 0, "softmax input")
-        normalize_axis(self.axis, inputs[0].ndim, f"softmax of shape {inputs[0].shape}")
-        return (TensorSpec(inputs[0].shape, inputs[0].dtype),)
+    what = "softmax"
 
     @property
     def reduction_dims(self):

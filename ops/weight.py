@@ -23,9 +23,7 @@ class Weight(Operator):
     trainable: bool = True
 
     type_name = "Weight"
-
-    def __post_init__(self):
-        object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
+    int_tuples = ("shape",)
 
     def infer(self, inputs):
         expect_count(inputs, 0, "weight")

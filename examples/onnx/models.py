@@ -68,6 +68,8 @@ class BasicBlock(nn.Module):
 
 
 class ResNet18(nn.Module):
+    """He et al.'s ResNet-18: a 7x7 stem, four stages of two basic blocks, global pooling."""
+
     def __init__(self, classes=10):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64),

@@ -1,7 +1,9 @@
 """Keras initializers; `ffhandle` is the FlexFlow initializer they stand for.
 
 A `seed=None` initializer gets the next seed of a per-process sequence, so a script draws the same
-weights on every run (FlexFlow's runtime is deterministic too). `GlorotUniform(seed=None)` leaves
+weights on every run (FlexFlow's runtime is deterministic too); `backend.clear_session()` starts the
+sequence again, as Keras's resets its seed generator, so two identical scripts run one after the
+other in a process initialise identically. `GlorotUniform(seed=None)` leaves
 the choice to FFModel's default, which seeds each layer from its position and `--seed`.
 """
 
@@ -13,11 +15,20 @@ from flexflow.core import (GlorotUniformInitializer, NormInitializer, UniformIni
                            ZeroInitializer)
 from flexflow.initializers import OnesInitializer
 
-_SEEDS = itertools.count(1000)
+from .identifiers import resolve
+
+_FIRST_SEED = 1000
+_seeds = itertools.count(_FIRST_SEED)
 
 
 def _seed(seed) -> int:
-    return next(_SEEDS) if seed is None else int(seed)
+    return next(_seeds) if seed is None else int(seed)
+
+
+def reset_seeds() -> None:
+    """Start the sequence of seeds that `seed=None` initializers draw from afresh."""
+    global _seeds
+    _seeds = itertools.count(_FIRST_SEED)
 
 
 class Initializer:
@@ -69,9 +80,4 @@ def get(identifier) -> Initializer:
     """An Initializer from an instance, a name in `_BY_NAME`, or None (FFModel's default)."""
     if identifier is None:
         return DefaultInitializer()
-    if isinstance(identifier, Initializer):
-        return identifier
-    if isinstance(identifier, str) and identifier in _BY_NAME:
-        return _BY_NAME[identifier]()
-    raise ValueError(f"unknown initializer {identifier!r}; expected a "
-                     f"flexflow.keras.initializers.Initializer or one of {sorted(_BY_NAME)}")
+    return resolve(identifier, Initializer, _BY_NAME, "unknown initializer")

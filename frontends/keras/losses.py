@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from flexflow.core import LossType
 
+from .identifiers import resolve
+
 
 class Loss:
     loss_type: LossType = None
@@ -77,9 +79,4 @@ _BY_NAME = {"categorical_crossentropy": CategoricalCrossentropy,
 
 def get(identifier) -> Loss:
     """A Loss from an instance or one of the names in `_BY_NAME`."""
-    if isinstance(identifier, Loss):
-        return identifier
-    if isinstance(identifier, str) and identifier in _BY_NAME:
-        return _BY_NAME[identifier]()
-    raise ValueError(f"unsupported loss {identifier!r}; expected a flexflow.keras.losses.Loss or "
-                     f"one of {sorted(_BY_NAME)}")
+    return resolve(identifier, Loss, _BY_NAME, "unsupported loss")

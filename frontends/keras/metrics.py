@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from flexflow.core import MetricsType
 
+from .identifiers import resolve
+
 
 class Metric:
+    """Keras's other constructor arguments (from_logits, label_smoothing, axis) are accepted by
+    keyword and ignored: FlexFlow's metric of each kind has one definition."""
+
     metrics_type: MetricsType = None
     default_name: str = ""
 
@@ -30,18 +35,10 @@ class CategoricalCrossentropy(Metric):
     metrics_type = MetricsType.METRICS_CATEGORICAL_CROSSENTROPY
     default_name = "categorical_crossentropy"
 
-    def __init__(self, name="categorical_crossentropy", dtype=None, from_logits=False,
-                 label_smoothing=0):
-        super().__init__(name, dtype)
-
 
 class SparseCategoricalCrossentropy(Metric):
     metrics_type = MetricsType.METRICS_SPARSE_CATEGORICAL_CROSSENTROPY
     default_name = "sparse_categorical_crossentropy"
-
-    def __init__(self, name="sparse_categorical_crossentropy", dtype=None, from_logits=False,
-                 axis=1):
-        super().__init__(name, dtype)
 
 
 class MeanSquaredError(Metric):
@@ -66,9 +63,5 @@ _BY_NAME.update({"acc": Accuracy, "mse": MeanSquaredError, "mae": MeanAbsoluteEr
 
 
 def get(identifier) -> Metric:
-    if isinstance(identifier, Metric):
-        return identifier
-    if isinstance(identifier, str) and identifier in _BY_NAME:
-        return _BY_NAME[identifier]()
-    raise ValueError(f"unsupported metric {identifier!r}; expected a flexflow.keras.metrics.Metric "
-                     f"or one of {sorted(_BY_NAME)}")
+    """A Metric from an instance or one of the names in `_BY_NAME`."""
+    return resolve(identifier, Metric, _BY_NAME, "unsupported metric")

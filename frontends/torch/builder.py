@@ -40,7 +40,9 @@ _TENSOR_OPS = {OpType.ADD: "add", OpType.SUBTRACT: "subtract", OpType.MULTIPLY: 
 _UNARY = {OpType.RELU: "relu", OpType.SIGMOID: "sigmoid", OpType.TANH: "tanh",
           OpType.ELU: "elu", OpType.GELU: "gelu", OpType.IDENTITY: "identity",
           OpType.EXP: "exp", OpType.RSQRT: "rsqrt"}
-_FLOATS = {DataType.DT_FLOAT, DataType.DT_DOUBLE}
+_TORCH_DATA_TYPES = {"torch.float32": DataType.DT_FLOAT, "torch.float64": DataType.DT_DOUBLE,
+                     "torch.int32": DataType.DT_INT32, "torch.int64": DataType.DT_INT64,
+                     "torch.bool": DataType.DT_BOOLEAN}
 MAX_SIZE = 1 << 62  # plain integers computed in a graph are sizes; larger ones are hostile
 MAX_EXPONENT = 64
 
@@ -146,7 +148,7 @@ class Builder:
         if node.op_type in _UNARY:
             return self._unary
         if node.op_type in (OpType.FLOAT, OpType.CONTIGUOUS, OpType.TYPE_AS, OpType.TO):
-            return self._pass_through
+            return self._convert
         method = _BUILDERS.get(node.op_type)
         if method is None:
             raise node.error(f"{node.op_type.name} nodes are not supported")
@@ -542,21 +544,24 @@ class Builder:
         return self.ff.reshape(input=x, shape=list(x.dims[:dim] + (1,) + x.dims[dim:]),
                                name=node.name)
 
-    def _pass_through(self, node, args, params):
-        """float()/contiguous()/to()/type_as(): FFModel has no cast, so these pass their input
-        on when no cast is asked for (a device, the same type, or float to float)."""
+    def _convert(self, node, args, params):
+        """float()/contiguous()/to()/type_as(): the input itself where its data type stays (a
+        device, contiguous(), the type it has), else FFModel.cast to the type asked for."""
         x = self._tensor(node, args[0])
         target = args[1] if len(args) > 1 else params[0] if params else None
         if node.op_type == OpType.FLOAT:
             target = "torch.float32"
         if isinstance(target, Tensor):
-            if target.data_type == x.data_type or {target.data_type, x.data_type} <= _FLOATS:
-                return x
-        elif target is None or not str(target).startswith("torch.") or (
-                str(target).startswith("torch.float") and x.data_type in _FLOATS):
+            data_type = target.data_type
+        elif target is None or not str(target).startswith("torch."):
             return x
-        raise node.error(f"casting a {x.data_type.name} tensor to {target} is not supported")
-
+        elif str(target) in _TORCH_DATA_TYPES:
+            data_type = _TORCH_DATA_TYPES[str(target)]
+        else:
+            raise node.error(f"casting a {x.data_type.name} tensor to {target} is not supported")
+        if data_type == x.data_type:
+            return x
+        return self.ff.cast(x, data_type, name=node.name)
 
 _BUILDERS = {
     OpType.OUTPUT: "_output", OpType.ATTRIBUTE: "_attribute", OpType.LINEAR: "_linear",

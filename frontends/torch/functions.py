@@ -251,7 +251,7 @@ def _mean(call: Call):
 
 
 def _to(call: Call):
-    """`.to(dtype|device|tensor)`: the builder checks that no cast is asked for."""
+    """`.to(dtype|device|tensor)`: the builder casts where a dtype change is asked for."""
     call.tensor(0, "input")
     target = call.arg(1, "dtype", None) or call.kwargs.get("device")
     if isinstance(target, fx.Node):
@@ -259,7 +259,8 @@ def _to(call: Call):
     return OpType.TO, () if target is None else (str(target),)
 
 
-def _pass_through(op_type: OpType):
+def _tensor_method(op_type: OpType):
+    """A method of one tensor with no parameters (float(), contiguous(), type_as(other))."""
     def convert(call: Call):
         call.tensor(0, "input")
         return op_type, ()
@@ -311,8 +312,8 @@ METHODS = {
     "view": _shape_op(OpType.VIEW), "reshape": _shape_op(OpType.RESHAPE),
     "view_as": _shape_op(OpType.VIEW), "reshape_as": _shape_op(OpType.RESHAPE),
     "expand": _shape_op(OpType.EXPAND), "expand_as": _shape_op(OpType.EXPAND),
-    "unsqueeze": _unsqueeze, "mean": _mean, "contiguous": _pass_through(OpType.CONTIGUOUS),
-    "float": _pass_through(OpType.FLOAT), "type_as": _pass_through(OpType.TYPE_AS), "to": _to,
+    "unsqueeze": _unsqueeze, "mean": _mean, "contiguous": _tensor_method(OpType.CONTIGUOUS),
+    "float": _tensor_method(OpType.FLOAT), "type_as": _tensor_method(OpType.TYPE_AS), "to": _to,
 }
 
 

@@ -114,28 +114,27 @@ def _op_type(text: str, where: str) -> OpType:
         raise ConversionError(f"{where}: unknown op type {text!r}") from None
 
 
+def _edge_node(fields: list[str], delimiter: str, form: str, line: str, where: str) -> IRNode:
+    """The node of a line in a format with an outputs field: `form` is that format's line."""
+    if len(fields) < 4:
+        raise ConversionError(f"{where}: expected '{form}', got {line!r}")
+    name, inputs, outputs, op = fields[:4]
+    params = tuple(parse_param(p) for p in fields[4:])
+    return IRNode(name, _names(inputs, delimiter), _names(outputs, delimiter),
+                  _op_type(op, where), params, where)
+
+
 def _parse_v2(line: str, where: str) -> IRNode:
     fields = [f.strip() for f in line.split(";")]
     if len(fields) == 2 and fields[1] == OpType.ATTRIBUTE.name:
         return IRNode(fields[0], (), (), OpType.ATTRIBUTE, (), where)
-    if len(fields) < 4:
-        raise ConversionError(f"{where}: expected 'name; inputs; outputs; OPTYPE[; params]', got "
-                              f"{line!r}")
-    name, inputs, outputs, op = fields[:4]
-    params = tuple(parse_param(p) for p in fields[4:])
-    return IRNode(name, _names(inputs, INOUT_DELIMITER), _names(outputs, INOUT_DELIMITER),
-                  _op_type(op, where), params, where)
+    return _edge_node(fields, INOUT_DELIMITER, "name; inputs; outputs; OPTYPE[; params]", line,
+                      where)
 
 
 def _parse_v1(line: str, where: str) -> IRNode:
-    fields = _split_top_level(line)
-    if len(fields) < 4:
-        raise ConversionError(f"{where}: expected 'name, inputs, outputs, OPTYPE[, params]', got "
-                              f"{line!r}")
-    name, inputs, outputs, op = fields[:4]
-    params = tuple(parse_param(p) for p in fields[4:])
-    return IRNode(name, _names(inputs, V1_EDGE_DELIMITER), _names(outputs, V1_EDGE_DELIMITER),
-                  _op_type(op, where), params, where)
+    return _edge_node(_split_top_level(line), V1_EDGE_DELIMITER,
+                      "name, inputs, outputs, OPTYPE[, params]", line, where)
 
 
 def _parse_v0(line: str, where: str) -> IRNode:

@@ -61,30 +61,33 @@ def compiled_mlp():
     return ff, x
 
 
-def test_loader_array_with_wrong_shape():
+MISUSES = {
+    "loader array of the wrong shape": (
+        lambda ff, x: ff.create_data_loader(x, np.zeros((100, 5), np.float32)),
+        ShapeError, r"\(8, 4\).*\(100, 5\)|\(4,\).*\(100, 5\)"),
+    "loader array of the wrong dtype": (
+        lambda ff, x: ff.create_data_loader(x, np.zeros((100, 4), np.float64)),
+        ShapeError, "float32.*float64"),
+    "label loader array of the wrong dtype": (
+        lambda ff, x: ff.create_data_loader(ff.label_tensor, np.zeros((100, 1), np.float32)),
+        ShapeError, "label.*int32.*float32"),
+    "set_tensor of the wrong shape": (
+        lambda ff, x: x.set_tensor(ff, np.zeros((8, 3), np.float32)),
+        ShapeError, r"\(8, 4\).*\(8, 3\)"),
+    "training without data": (lambda ff, x: ff.forward(), RuntimeError, "no data for input tensor"),
+    "set_weights of the wrong shape": (
+        lambda ff, x: ff.get_layer_by_id(0).get_weight_tensor().set_weights(
+            ff, np.zeros((4, 3), np.float32)),
+        ShapeError, r"\(3, 4\).*\(4, 3\)"),
+}
+
+
+@pytest.mark.parametrize("misuse", list(MISUSES))
+def test_misuse_of_a_compiled_model_says_what_is_wrong(misuse):
+    call, error, message = MISUSES[misuse]
     ff, x = compiled_mlp()
-    with pytest.raises(ShapeError, match=r"\(8, 4\).*\(100, 5\)|\(4,\).*\(100, 5\)"):
-        ff.create_data_loader(x, np.zeros((100, 5), np.float32))
-
-
-def test_loader_array_with_wrong_dtype():
-    ff, x = compiled_mlp()
-    with pytest.raises(ShapeError, match="float32.*float64"):
-        ff.create_data_loader(x, np.zeros((100, 4), np.float64))
-    with pytest.raises(ShapeError, match="label.*int32.*float32"):
-        ff.create_data_loader(ff.label_tensor, np.zeros((100, 1), np.float32))
-
-
-def test_set_tensor_with_wrong_shape():
-    ff, x = compiled_mlp()
-    with pytest.raises(ShapeError, match=r"\(8, 4\).*\(8, 3\)"):
-        x.set_tensor(ff, np.zeros((8, 3), np.float32))
-
-
-def test_training_without_data_says_what_is_missing():
-    ff, x = compiled_mlp()
-    with pytest.raises(RuntimeError, match="no data for input tensor"):
-        ff.forward()
+    with pytest.raises(error, match=message):
+        call(ff, x)
 
 
 def test_labels_out_of_range_are_reported():
@@ -93,12 +96,6 @@ def test_labels_out_of_range_are_reported():
     ff.label_tensor.set_tensor(ff, np.full((8, 1), 7, np.int32))
     with pytest.raises(ValueError, match=r"\[0, 3\).*7"):
         ff.train_step()
-
-
-def test_set_weights_with_wrong_shape():
-    ff, _ = compiled_mlp()
-    with pytest.raises(ShapeError, match=r"\(3, 4\).*\(4, 3\)"):
-        ff.get_layer_by_id(0).get_weight_tensor().set_weights(ff, np.zeros((4, 3), np.float32))
 
 
 def test_unknown_data_type():

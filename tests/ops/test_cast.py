@@ -5,7 +5,7 @@ import torch
 from flexflow.ops.cast import Cast
 from flexflow.ops.spec import DTYPES, ShapeError, TensorSpec
 
-from .op_check import check_op, check_partitioned, randn, run_op
+from .op_check import check_op, check_partitioned, ffmodel_with_input, layer_op, randn, run_op
 
 TORCH_DTYPE = {"float32": torch.float32, "float64": torch.float64, "int32": torch.int32,
                "int64": torch.int64, "bool": torch.bool}
@@ -42,9 +42,8 @@ def test_cast_rejects_other_types():
 
 
 def test_ffmodel_cast_builds_the_layer():
-    from flexflow.core import DataType, FFConfig, FFModel
+    from flexflow.core import DataType
 
-    ffmodel = FFModel(FFConfig(argv=[], batch_size=2))
-    x = ffmodel.create_tensor([2, 3], DataType.DT_FLOAT)
+    ffmodel, x = ffmodel_with_input(2, 3)
     y = ffmodel.cast(x, DataType.DT_DOUBLE, name="c")
-    assert y.data_type == DataType.DT_DOUBLE and isinstance(y.owner_op._layer.op, Cast)
+    assert y.data_type == DataType.DT_DOUBLE and isinstance(layer_op(y), Cast)

@@ -5,7 +5,7 @@ import torch
 from flexflow.ops.compare import COMPARISONS, Compare
 from flexflow.ops.spec import DimKind, ShapeError, TensorSpec
 
-from .op_check import check_op, check_partitioned, randn, spec_of
+from .op_check import check_op, check_partitioned, ffmodel_with_input, layer_op, randn, spec_of
 
 TORCH = {"less": torch.lt, "less_equal": torch.le, "greater": torch.gt,
          "greater_equal": torch.ge, "equal": torch.eq}
@@ -56,11 +56,10 @@ def test_compare_rejects_bad_operands():
 
 
 def test_ffmodel_compare_builds_a_bool_tensor():
-    from flexflow.core import DataType, FFConfig, FFModel
+    from flexflow.core import DataType
 
-    ffmodel = FFModel(FFConfig(argv=[], batch_size=2))
-    x = ffmodel.create_tensor([2, 3], DataType.DT_FLOAT)
+    ffmodel, x = ffmodel_with_input(2, 3)
     y = ffmodel.create_tensor([3], DataType.DT_FLOAT)
     mask = ffmodel.compare(x, y, "less", name="lt")
     assert mask.dims == (2, 3) and mask.data_type == DataType.DT_BOOLEAN
-    assert isinstance(mask.owner_op._layer.op, Compare)
+    assert isinstance(layer_op(mask), Compare)

@@ -5,7 +5,7 @@ import torch
 from flexflow.ops.erf import Erf
 from flexflow.ops.spec import ShapeError, TensorSpec
 
-from .op_check import check_op, check_partitioned, randn, run_op
+from .op_check import check_op, check_partitioned, ffmodel_with_input, layer_op, randn, run_op
 
 
 @pytest.mark.parametrize("shape", [(4, 6), (2, 3, 5), (2, 3, 2, 4)])
@@ -30,9 +30,6 @@ def test_erf_rejects_integer_input():
 
 
 def test_ffmodel_erf_builds_the_layer():
-    from flexflow.core import DataType, FFConfig, FFModel
-
-    ffmodel = FFModel(FFConfig(argv=[], batch_size=2))
-    x = ffmodel.create_tensor([2, 3], DataType.DT_FLOAT)
+    ffmodel, x = ffmodel_with_input(2, 3)
     y = ffmodel.erf(x, name="e")
-    assert y.dims == (2, 3) and isinstance(y.owner_op._layer.op, Erf)
+    assert y.dims == (2, 3) and isinstance(layer_op(y), Erf)

@@ -5,7 +5,7 @@ import torch
 from flexflow.ops.log import Log
 from flexflow.ops.spec import ShapeError, TensorSpec
 
-from .op_check import check_op, check_partitioned, randn, run_op
+from .op_check import check_op, check_partitioned, ffmodel_with_input, layer_op, randn, run_op
 
 
 def positive(*shape, seed=1):
@@ -36,9 +36,6 @@ def test_log_rejects_integer_input():
 
 
 def test_ffmodel_log_builds_the_layer():
-    from flexflow.core import DataType, FFConfig, FFModel
-
-    ffmodel = FFModel(FFConfig(argv=[], batch_size=2))
-    x = ffmodel.create_tensor([2, 3], DataType.DT_FLOAT)
+    ffmodel, x = ffmodel_with_input(2, 3)
     y = ffmodel.log(x, name="l")
-    assert y.dims == (2, 3) and isinstance(y.owner_op._layer.op, Log)
+    assert y.dims == (2, 3) and isinstance(layer_op(y), Log)

@@ -5,7 +5,8 @@ import torch
 from flexflow.ops.log_softmax import LogSoftmax
 from flexflow.ops.spec import DimKind, ShapeError, TensorSpec
 
-from .op_check import check_op, check_partitioned, randn, run_op, spec_of
+from .op_check import (check_op, check_partitioned, ffmodel_with_input, layer_op, randn, run_op,
+                       spec_of)
 
 CASES = [((4, 6), -1), ((4, 6), 0), ((2, 3, 5), 1), ((2, 3, 4, 5), 2), ((2, 3, 4, 5), -3)]
 IDS = [f"{shape}-axis{axis}" for shape, axis in CASES]
@@ -45,8 +46,5 @@ def test_log_softmax_rejects_bad_axis():
 
 
 def test_ffmodel_log_softmax_builds_the_layer():
-    from flexflow.core import DataType, FFConfig, FFModel
-
-    ffmodel = FFModel(FFConfig(argv=[], batch_size=2))
-    x = ffmodel.create_tensor([2, 3, 4], DataType.DT_FLOAT)
-    assert ffmodel.log_softmax(x, axis=1).owner_op._layer.op == LogSoftmax(1)
+    ffmodel, x = ffmodel_with_input(2, 3, 4)
+    assert layer_op(ffmodel.log_softmax(x, axis=1)) == LogSoftmax(1)

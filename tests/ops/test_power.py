@@ -5,7 +5,7 @@ import torch
 from flexflow.ops.power import Power
 from flexflow.ops.spec import ShapeError, TensorSpec
 
-from .op_check import check_op, check_partitioned, randn, run_op
+from .op_check import check_op, check_partitioned, ffmodel_with_input, layer_op, randn, run_op
 
 SHAPES = [((4, 6), (4, 6)), ((4, 6), (6,)), ((2, 3, 5), (3, 1)), ((1, 5), (3, 1)),
           ((3, 1, 4), (1,))]
@@ -46,10 +46,7 @@ def test_power_rejects_bad_operands():
 
 
 def test_ffmodel_pow_takes_a_tensor_exponent():
-    from flexflow.core import DataType, FFConfig, FFModel
-
-    ffmodel = FFModel(FFConfig(argv=[], batch_size=2))
-    x = ffmodel.create_tensor([2, 3], DataType.DT_FLOAT)
+    ffmodel, x = ffmodel_with_input(2, 3)
     e = ffmodel.create_weight([3])
-    assert isinstance(ffmodel.pow(x, e).owner_op._layer.op, Power)
+    assert isinstance(layer_op(ffmodel.pow(x, e)), Power)
     assert ffmodel.pow(x, 2.0).owner_op.op_name.startswith("Pow_")

@@ -5,7 +5,8 @@ import torch
 from flexflow.ops.spec import DimKind, ShapeError, TensorSpec
 from flexflow.ops.where import Where
 
-from .op_check import check_op, check_partitioned, randn, run_op, spec_of
+from .op_check import (check_op, check_partitioned, ffmodel_with_input, layer_op, randn, run_op,
+                       spec_of)
 
 # (cond, a, b) shapes, each broadcast in turn
 SHAPES = [((4, 6), (4, 6), (4, 6)), ((4, 6), (6,), (4, 1)), ((6,), (4, 6), (1,)),
@@ -48,10 +49,9 @@ def test_where_rejects_bad_operands():
 
 
 def test_ffmodel_where_builds_the_layer():
-    from flexflow.core import DataType, FFConfig, FFModel
+    from flexflow.core import DataType
 
-    ffmodel = FFModel(FFConfig(argv=[], batch_size=2))
-    x = ffmodel.create_tensor([2, 3], DataType.DT_FLOAT)
+    ffmodel, x = ffmodel_with_input(2, 3)
     zero = ffmodel.create_constant([1], 0.0, DataType.DT_FLOAT)
     y = ffmodel.where(ffmodel.compare(x, zero, "less"), zero, x, name="w")
-    assert y.dims == (2, 3) and isinstance(y.owner_op._layer.op, Where)
+    assert y.dims == (2, 3) and isinstance(layer_op(y), Where)

@@ -170,6 +170,14 @@ class Constructs(nn.Module):
         return F.elu(e), torch.rsqrt(z * z + 1.0), F.gelu(t) + z.shape[1]
 
 
+class Casts(nn.Module):
+    """Data type changes, each an FFModel cast: int64 to float32, float32 to float64 and back."""
+
+    def forward(self, ids, x):
+        wide = x.to(torch.float64) + 1.0
+        return ids.float() * 0.5, wide, wide.type_as(x)
+
+
 def float_inputs(*shapes, seed=0):
     rng = np.random.default_rng(seed)
     return [rng.standard_normal(shape).astype(np.float32) for shape in shapes]

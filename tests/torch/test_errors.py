@@ -143,11 +143,16 @@ def test_casts_and_tensor_floor_division_are_refused():
         def forward(self, x):
             return x.long()
 
+    class Half(nn.Module):  # FFModel has no float16
+        def forward(self, x):
+            return x.to(torch.float16)
+
     class FloorDiv(nn.Module):
         def forward(self, x):
             return x // 2
 
     assert "Tensor.long" in _error(Cast(), (2, 4))[0]
+    assert "to torch.float16 is not supported" in _error(Half(), (2, 4))[0]
     assert "floor division of a tensor" in _error(FloorDiv(), (2, 4))[0]
 
 

@@ -47,3 +47,10 @@ def test_forward_matches_pytorch(name, route, tmp_path):
     model = _trained_statistics(make()).eval()
     x = inputs()
     assert_outputs_match(ff_outputs(model, x, route, tmp_path), torch_outputs(model, x))
+
+
+def test_data_type_changes_are_casts():
+    inputs = models.int_inputs(9, (4, 3)) + models.float_inputs((4, 3))
+    ours, theirs = ff_outputs(models.Casts(), inputs), torch_outputs(models.Casts(), inputs)
+    assert [a.dtype for a in ours] == [b.dtype for b in theirs]
+    assert_outputs_match(ours, theirs)

@@ -3,6 +3,7 @@
 
 import sys
 
+from ..initializers import reset_seeds
 from ..layers.base_layer import reset_names
 from .internal import BatchMatmul, Exp, Pow, ReduceSum, Rsqrt
 
@@ -22,8 +23,10 @@ def set_value(x, value) -> None:
 
 
 def clear_session() -> None:
-    """Start default layer names afresh (dense, dense_1, ... again)."""
+    """Start default layer names (dense, dense_1, ... again) and the seeds of `seed=None`
+    initializers afresh."""
     reset_names()
+    reset_seeds()
 
 
 def batch_dot(x, y, name=None):

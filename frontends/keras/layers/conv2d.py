@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-from .. import initializers
 from . import geometry
-from .activations import LayerActivation
-from .base_layer import Layer, refuse
+from .kernel_layer import KernelLayer
 
 
-class Conv2D(Layer):
+class Conv2D(KernelLayer):
     input_rank = 3
-    can_share_weights = True
 
     def __init__(self, filters, input_shape=None, kernel_size=0, strides=(1, 1), padding="valid",
                  data_format=None, dilation_rate=(1, 1), groups=1, activation=None,
                  use_bias=True, kernel_initializer="glorot_uniform", bias_initializer="zeros",
-                 kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None,
-                 kernel_constraint=None, bias_constraint=None, **kwargs):
-        super().__init__("conv2d", "Conv2D", input_shape=input_shape, **kwargs)
-        refuse(self.name, kernel_regularizer=kernel_regularizer, bias_regularizer=bias_regularizer,
-               activity_regularizer=activity_regularizer, kernel_constraint=kernel_constraint,
-               bias_constraint=bias_constraint)
+                 **kwargs):
+        super().__init__("conv2d", "Conv2D", activation, use_bias, kernel_initializer,
+                         bias_initializer, input_shape=input_shape, **kwargs)
         geometry.check_channels_first(data_format, self.name)
         if geometry.as_pair(dilation_rate, "dilation_rate", self.name) != (1, 1):
             raise ValueError(f"layer '{self.name}': dilation_rate={dilation_rate!r} is not "
@@ -33,10 +27,6 @@ class Conv2D(Layer):
                              f"positive, got {filters}, {kernel_size}, {strides}")
         self.padding = geometry.check_padding(padding, self.name)
         self.groups = int(groups)
-        self.activation = LayerActivation.parse(activation, self.name)
-        self.use_bias = bool(use_bias)
-        self.kernel_initializer = initializers.get(kernel_initializer)
-        self.bias_initializer = initializers.get(bias_initializer)
 
     def _pads(self, shape):
         return geometry.resolve(self.padding, shape[1:], self.kernel_size, self.strides)
@@ -56,6 +46,5 @@ class Conv2D(Layer):
         ph, pw = self._pads(inputs[0].dims[1:])
         t = ffmodel.conv2d(inputs[0], self.filters, kh, kw, sh, sw, ph, pw,
                            self.activation.fused, self.groups, self.use_bias, shared_op,
-                           self.kernel_initializer.ffhandle, self.bias_initializer.ffhandle,
-                           name=self.name)
-        return [self.activation.apply_after(ffmodel, t, self.name)], t.owner_op
+                           *self._initializer_handles(), name=self.name)
+        return self._activated(ffmodel, t)

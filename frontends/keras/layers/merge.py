@@ -61,9 +61,13 @@ class Concatenate(_Merge):
 
 
 class _ElementWise(_Merge):
-    """Inputs combined pairwise, left to right, by FFModel's `ff_method`."""
+    """Inputs combined pairwise, left to right, by FFModel's `ff_method`. The layer type is the
+    class name, and default layer names its lower case ("add", "add_1", ...)."""
 
     ff_method = ""
+
+    def __init__(self, **kwargs):
+        super().__init__(type(self).__name__.lower(), type(self).__name__, **kwargs)
 
     def merged_shape(self, shapes):
         try:
@@ -83,9 +87,6 @@ class _ElementWise(_Merge):
 class Add(_ElementWise):
     ff_method = "add"
 
-    def __init__(self, **kwargs):
-        super().__init__("add", "Add", **kwargs)
-
 
 class Subtract(_ElementWise):
     """The first input minus the second."""
@@ -93,50 +94,32 @@ class Subtract(_ElementWise):
     ff_method = "subtract"
     max_inputs = 2
 
-    def __init__(self, **kwargs):
-        super().__init__("subtract", "Subtract", **kwargs)
-
 
 class Multiply(_ElementWise):
     ff_method = "multiply"
-
-    def __init__(self, **kwargs):
-        super().__init__("multiply", "Multiply", **kwargs)
 
 
 class Maximum(_ElementWise):
     ff_method = "max"
 
-    def __init__(self, **kwargs):
-        super().__init__("maximum", "Maximum", **kwargs)
-
 
 class Minimum(_ElementWise):
     ff_method = "min"
-
-    def __init__(self, **kwargs):
-        super().__init__("minimum", "Minimum", **kwargs)
 
 
 def concatenate(input_tensors, axis=1, _axis=None, **kwargs):
     return Concatenate(axis if _axis is None else _axis, **kwargs)(input_tensors)
 
 
-def add(input_tensors, **kwargs):
-    return Add(**kwargs)(input_tensors)
+def _functional(layer: type):
+    """Keras's functional form of an element-wise merge layer: `layer(**kwargs)` applied to the
+    list of input tensors."""
+    def apply(input_tensors, **kwargs):
+        return layer(**kwargs)(input_tensors)
+    apply.__name__ = apply.__qualname__ = layer.__name__.lower()
+    apply.__doc__ = f"`{layer.__name__}(**kwargs)(input_tensors)`."
+    return apply
 
 
-def subtract(input_tensors, **kwargs):
-    return Subtract(**kwargs)(input_tensors)
-
-
-def multiply(input_tensors, **kwargs):
-    return Multiply(**kwargs)(input_tensors)
-
-
-def maximum(input_tensors, **kwargs):
-    return Maximum(**kwargs)(input_tensors)
-
-
-def minimum(input_tensors, **kwargs):
-    return Minimum(**kwargs)(input_tensors)
+add, subtract, multiply, maximum, minimum = map(_functional, (Add, Subtract, Multiply, Maximum,
+                                                              Minimum))
