@@ -13,7 +13,7 @@ from flexflow import report
 
 from ..parallel.cluster import loopback_cluster
 from .run import TINY_MLP, launch, step_losses
-from .test_profiling import MACHINE
+from ..search.helpers import TWO_GPUS_FILE as MACHINE
 
 # the executor's task keys: <first task, e.g. Dense_100-forward or input0-load-d0>-d<device>e<epoch>
 # -<model id>-<iteration>

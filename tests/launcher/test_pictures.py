@@ -17,7 +17,7 @@ from flexflow.scheduler.simulator import Simulator
 from flexflow.scheduler.strategy import StrategyError
 
 from .run import TINY_MLP, launch
-from .test_profiling import MACHINE
+from ..search.helpers import TWO_GPUS_FILE as MACHINE
 
 # Dense_100 split by features over devices 0-1, Dense_101 by the batch on 1 then 0; FlexFlow's
 # text format lists degrees last dim first.
