@@ -56,9 +56,9 @@ def throughput(workers: int, args) -> tuple[float, int]:
             for _ in range(args.steps):
                 ff.train_step()
             runs.append(args.steps * args.batch / (time.perf_counter() - start))
-        groups = fuse(ff._executor.taskgraph.phase(*PHASES))
+        groups = fuse(ff.compiled.executor.taskgraph.phase(*PHASES))
         hops = hop_count(groups)
-        ff._executor.close()
+        ff.compiled.executor.close()
         cluster_module.disconnect(cluster.scheduler_address)
     return statistics.median(runs), hops
 

@@ -37,6 +37,7 @@ from host_load import StealMeter, describe  # noqa: E402
 from local_cluster import local_cluster  # noqa: E402
 from tests.parallel import models as test_models  # noqa: E402
 
+from flexflow import deployment  # noqa: E402
 from flexflow.core import DataType, FFConfig, FFModel, LossType, SGDOptimizer  # noqa: E402
 from flexflow.losses import loss_function  # noqa: E402
 from flexflow.scheduler import cluster as cluster_module  # noqa: E402
@@ -100,10 +101,12 @@ def predict(ff, client, workers, batch, refresh):
     output = graph.tensors[graph.layers[-1].outputs[0]].spec
     loss = loss_function(LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, (), batch,
                         output.size // batch, True)
-    options = PlanOptions(SearchOptions(0), refresh_cluster=refresh, checks=ff._checks())
+    options = PlanOptions(SearchOptions(0), refresh_cluster=refresh,
+                          checks=deployment.checks(ff.ffconfig))
     planner = Planner(graph, ff.objective, len(workers), DaskRunner(client, workers), options,
                       loss, ff.optimizer.rule(), stream=open(os.devnull, "w"))
-    return planner.simulate(ff.strategy, ff._executor.taskgraph).time, planner.simulator.machine
+    taskgraph = ff.compiled.executor.taskgraph
+    return planner.simulate(ff.strategy, taskgraph).time, planner.simulator.machine
 
 
 def describe_calibration(machine) -> str:
@@ -177,7 +180,7 @@ def main():
                     predictions.append(predicted)
                     times += step_ms(ff, args.steps)
                 predicted, measured = statistics.median(predictions), statistics.median(times)
-                ff._executor.close()
+                ff.compiled.executor.close()
                 rows.append((label, predicted, measured))
                 print(f"{workers} workers  {label:34s} predicted {predicted:9.1f} ms  measured "
                       f"{measured:9.1f} ms  error {100 * (predicted - measured) / measured:+6.1f}%"

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import compiled
 from .archive import Archive, write
 from .scheduler import strategy_file
 from .scheduler.strategy import ParallelConfig, StrategyError
@@ -77,27 +78,13 @@ def weight_specs(model) -> dict[WeightRef, object]:
 
 def capture(model) -> TrainingState:
     """A host-side copy of a compiled model's training state."""
-    model._require_compiled("capture")
-    executor = model._executor
-    shapes = {ref: spec.shape for ref, spec in weight_specs(model).items()}
-    weights = executor.get_weights(shapes)
-    optimizer = {ref: slots for ref, slots in executor.get_optimizer_states(shapes).items()
-                 if slots}
-    epoch, iteration = model._fit_position
-    return TrainingState(weights, optimizer, model._ctx.step, model._ctx.updates, epoch,
-                         iteration, dict(model.strategy))
+    return compiled.require_compiled(model, "capture").capture()
 
 
 def restore(model, state: TrainingState, source: str = "training state") -> None:
     """Put `state` into a compiled model of the same layers (any strategy, any device count);
     the next `fit` continues from the state's position. Checked whole before anything changes."""
-    model._require_compiled("restore")
-    check_fits(model, state, source)
-    specs = weight_specs(model)
-    model._executor.set_weights(state.weights)
-    model._executor.set_optimizer_state({ref: state.optimizer.get(ref, {}) for ref in specs})
-    model._ctx.step, model._ctx.updates = int(state.step), int(state.updates)
-    model._fit_position = model._resume_at = (int(state.epoch), int(state.iteration))
+    compiled.require_compiled(model, "restore").restore(state, source)
 
 
 def check_fits(model, state: TrainingState, source: str) -> None:
@@ -156,11 +143,11 @@ def save(path, state: TrainingState, model):
 def load(path, model) -> TrainingState:
     """Check the checkpoint at `path` against the compiled model, then restore it (and the
     optimizer's hyper-parameters). Returns the state read."""
-    model._require_compiled("load_checkpoint")
+    run = compiled.require_compiled(model, "load_checkpoint")
     with Archive(path, CheckpointError, "checkpoint") as archive:
         reader = _Reader(archive, model)
         state, hyperparameters = reader.state()
-    restore(model, state, str(path))
+    run.restore(state, str(path))
     for name, value in hyperparameters.items():
         setattr(model.optimizer, name, value)
     return state

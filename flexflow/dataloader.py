@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ops.spec import ShapeError
-from .tensor import Tensor
+from .tensor import Tensor, tensor_name
 from .type import NUMPY_DTYPE
 
 
@@ -19,7 +19,7 @@ class SingleDataLoader:
                  data_type=None):
         array = full_input._attached if isinstance(full_input, Tensor) else full_input
         if array is None:
-            raise ShapeError(f"data loader for {ffmodel._tensor_name(input._id)}: the full tensor "
+            raise ShapeError(f"data loader for {tensor_name(ffmodel, input._id)}: the full tensor "
                              f"has no data; call attach_numpy_array on it first")
         self._model = ffmodel
         self._input = input
@@ -51,14 +51,14 @@ class SingleDataLoader:
         batch = self._input.dims[0]
         if self._position + batch > self._num_samples:
             self._position = 0
-        self._model._feed(self._input._id, self._array[self._position:self._position + batch])
+        self._input.set_tensor(self._model, self._array[self._position:self._position + batch])
         self._position += batch
 
 
 def check_full_array(ffmodel, tensor: Tensor, array) -> np.ndarray:
     """The array a loader may read batches of `tensor` from, or a ShapeError saying why not."""
     array = np.asarray(array)
-    name = ffmodel._tensor_name(tensor._id)
+    name = tensor_name(ffmodel, tensor._id)
     expected_dtype = NUMPY_DTYPE[tensor.data_type]
     if array.ndim != tensor.num_dims or tuple(array.shape[1:]) != tensor.dims[1:]:
         raise ShapeError(f"data for {name}: expected an array of shape (num_samples,) + "

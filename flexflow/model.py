@@ -1,9 +1,11 @@
 """FFModel: FlexFlow's model-building and training API.
 
 Op builders append layers to an `ops.graph.Graph` (shapes inferred at once, so a mismatch fails
-on the line that caused it, naming the layer). `compile` picks a strategy, builds the iteration's
-TaskGraph and an executor; the training calls (`forward`, `backward`, `update`, `fit`, `eval`) run
-phases of that graph. Host access to tensors and weights goes through the executor.
+on the line that caused it, naming the layer). `compile` fixes the label, the objective and the
+loss and hands the model to a `CompiledRun` (flexflow/compiled.py), which picks a strategy,
+builds the iteration's TaskGraph and an executor, and owns what running changes; the training
+calls (`forward`, `backward`, `update`, `fit`, `eval`) run phases of that graph on the batches
+fed here. Host access to tensors and weights goes through the CompiledRun.
 """
 
 from __future__ import annotations
@@ -12,14 +14,14 @@ from typing import Sequence
 
 import numpy as np
 
-from . import checkpoint, nonfinite, profiling, recovery, report
-from .config import FFConfig, FlagError
+from . import checkpoint, deployment, report
+from .compiled import CompiledRun, require_compiled
+from .config import FFConfig
 from .dataloader import SingleDataLoader, check_full_array
 from .initializers import ArrayInitializer, Initializer, default_initializer
 from .losses import CROSS_ENTROPY_LOSSES, SPARSE_LOSSES, loss_function
 from .metrics import PerfMetrics
 from .op import Op, wrap
-from .plots import check_path, search_trace, timeline
 from .ops.attention import MultiHeadAttention
 from .ops.batch_matmul import BatchMatmul
 from .ops.batch_norm import BatchNorm
@@ -44,17 +46,9 @@ from .ops.softmax import Softmax
 from .ops.spec import ShapeError, TensorSpec
 from .ops.weight import Weight
 from .ops.where import Where
-from .scheduler.actions import Context
-from .scheduler import cluster as cluster_module
-from .scheduler import strategy_file
-from .scheduler.distributed import DaskExecutor
-from .scheduler.executor import LocalExecutor
-from .scheduler.progress import Progress
-from .scheduler.planner import Planner, PlanOptions, capacities, runner_for
-from .scheduler.search import SearchOptions
-from .scheduler.strategy import data_parallel_strategy
-from .scheduler.taskgraph import Checks, Objective, build_task_graph
-from .tensor import Parameter, Tensor
+from .nonfinite import NonFiniteError
+from .scheduler.taskgraph import Objective
+from .tensor import Parameter, Tensor, tensor_name
 from .type import (ACTIVATION, AGGREGATION, NUMPY_DTYPE, ActiMode, AggrMode, CompMode, DataType,
                    LossType, MetricsType, PoolType)
 
@@ -68,20 +62,13 @@ class FFModel:
         self._tensors: dict[int, Tensor] = {}
         self._initializers: dict[tuple[int, int], Initializer] = {}
         self._optimizer = None
-        self._loss = None  # the loss kernel (ops/losses.py), made by compile()
         self._label_id: int | None = None
-        self._executor: LocalExecutor | None = None
-        self._ctx: Context | None = None
-        self._feeds: dict[int, np.ndarray] = {}
+        self._compiled: CompiledRun | None = None  # what compile() made
+        self._feeds: dict[int, np.ndarray] = {}  # the batches fed for the next run
+        self._training = True  # the mode of the last forward pass (backward runs in it)
         self._perf = PerfMetrics()
         self._comp_mode = CompMode.TRAINING
         self._ran_forward = False
-        self._objective: Objective | None = None
-        self._profiler: profiling.OpProfiler | None = None
-        self._cluster_in_use = None  # the Dask cluster trained on, None in-process
-        self._journal: recovery.Journal | None = None  # for recovery from lost workers
-        self._fit_position = (0, 0)  # (epoch, iterations done in it) of the current/last fit
-        self._resume_at: tuple[int, int] | None = None  # where the next fit starts (restore)
 
     @property
     def ffconfig(self) -> FFConfig:
@@ -113,14 +100,6 @@ class FFModel:
             owner = wrap(self, producer[0]) if producer else None
             self._tensors[tensor_id] = Tensor(self, tensor_id, owner)
         return self._tensors[tensor_id]
-
-    def _tensor_name(self, tensor_id: int) -> str:
-        tensor = self.graph.tensors[tensor_id]
-        if tensor_id == self._label_id:
-            return f"label tensor {tensor.spec.shape}"
-        if tensor.producer is None:
-            return f"input tensor #{self.graph.inputs.index(tensor_id) if tensor_id in self.graph.inputs else tensor_id} {tensor.spec.shape}"
-        return f"output of layer '{self.graph.layers[tensor.producer[0]].name}' {tensor.spec.shape}"
 
     # ---- layer building -------------------------------------------------------------------------
     def _add(self, op, inputs: Sequence[Tensor], name=None, shared_op=None,
@@ -370,10 +349,6 @@ class FFModel:
     def set_optimizer(self, optimizer) -> None:
         self._optimizer = optimizer
 
-    def _update_rule(self):
-        """The optimizer's update kernel with its hyper-parameters as they are now."""
-        return None if self._optimizer is None else self._optimizer.rule()
-
     set_sgd_optimizer = set_adam_optimizer = set_optimizer
 
     @property
@@ -385,7 +360,8 @@ class FFModel:
     def compile(self, optimizer=None, loss_type=None, metrics=None, comp_mode=None, *,
                 strategy: dict | None = None) -> None:
         """FlexFlow's compile. `strategy` (ours) maps layer names to ParallelConfigs and takes
-        precedence over `--import`; without either, every layer is data parallel."""
+        precedence over `--import`; without either, every layer is data parallel. What running
+        needs and changes is then the CompiledRun's (flexflow/compiled.py)."""
         if optimizer is not None:
             self.optimizer = optimizer
         if not self.graph.layers:
@@ -401,7 +377,22 @@ class FFModel:
         for metric in metrics:
             if not isinstance(metric, MetricsType):
                 raise ValueError(f"compile(): metrics must be MetricsType members, got {metric!r}")
-        self._check_inputs()
+        deployment.check_inputs(self.graph, self._ffconfig.batch_size)
+        objective, loss = self._objective_and_loss(loss_type, metrics)
+        self._perf = PerfMetrics(metrics)
+        deployment.check_diagnostics(self._ffconfig)
+        previous = self._compiled.executor if self._compiled is not None else None
+        self._compiled = None
+        self._compiled = CompiledRun(self, objective, loss,
+                                              deployment.start_cluster(self._ffconfig), strategy,
+                                              self._initial_weights, previous)
+        if self._ffconfig.profile_file:
+            report.start(self._compiled.cluster.client, self._ffconfig.profile_file)
+        print("Compiled ffmodel!")
+
+    def _objective_and_loss(self, loss_type: LossType, metrics: tuple):
+        """The label tensor (made at the first compile, its shape set by the loss), what
+        training optimises and the loss kernel."""
         last = self.graph.layers[-1]
         output = self.graph.tensors[last.outputs[0]].spec
         batch = output.shape[0]
@@ -409,163 +400,33 @@ class FFModel:
         label_spec = TensorSpec((batch,) + ((1,) if sparse else output.shape[1:]),
                                 "int32" if sparse else "float32")
         if self._label_id is None:
-            self._label_id = self.graph.add_input(label_spec).id
-            self.graph.inputs.remove(self._label_id)
+            self._label_id = self.graph.add_label(label_spec).id
         else:  # compiled again, maybe with another loss
             self.graph.tensors[self._label_id] = GraphTensor(self._label_id, label_spec)
         through_softmax = (isinstance(last.op, Softmax) and last.op.axis in (-1, output.ndim - 1)
                            and loss_type in CROSS_ENTROPY_LOSSES)
-        self._loss = loss_function(loss_type, metrics, batch, output.size // batch, through_softmax)
-        self._perf = PerfMetrics(metrics)
-        self._check_diagnostics()
-        self._objective = Objective(last.outputs[0], self._label_id, through_softmax)
-        self._deploy(self._cluster(), strategy, first=True)
-        self._initialize_weights()
-        self._journal = recovery.Journal.for_run(self)
-        if self._ffconfig.profile_file:
-            report.start(self._cluster_in_use.client, self._ffconfig.profile_file)
-        print("Compiled ffmodel!")
+        loss = loss_function(loss_type, metrics, batch, output.size // batch, through_softmax)
+        return Objective(last.outputs[0], self._label_id, through_softmax), loss
 
-    def _deploy(self, cluster, strategy: dict | None, first: bool = False) -> None:
-        """Choose the strategy for the devices of `cluster` (or this process), build the
-        iteration's TaskGraph and start its executor. `first`: compile's own call, which honours
-        --import, writes --export and the pictures; after a lost worker (`first` False) the
-        strategy is searched again if the run searched, else data parallel on what remains.
-        Workers lost while this runs are left out and the plan made again."""
-        while True:
-            try:
-                return self._deploy_on(cluster, strategy, first)
-            except cluster_module.WorkerLost as lost:
-                recovery.warn_lost(lost, "planning")
-                cluster = recovery.remaining(self, cluster)
+    @property
+    def compiled(self) -> CompiledRun | None:
+        """(ours) What compile() made and running changes (strategy, task graph, executor,
+        counters): flexflow/compiled.py. None before compile."""
+        return self._compiled
 
-    def _deploy_on(self, cluster, strategy: dict | None, first: bool) -> None:
-        config = self._ffconfig
-        num_devices = len(cluster.workers) if cluster else config.num_devices
-        objective = self._objective
-        what = "the given strategy" if strategy is not None else "data parallelism"
-        if first and strategy is None and config.import_strategy_file:
-            strategy = strategy_file.load(config.import_strategy_file, self.graph, num_devices)
-            what = f"the strategy of {config.import_strategy_file}"
-        runner = runner_for(cluster, num_devices, config.cpu_only)
-        planner = Planner(self.graph, objective, num_devices, runner, self._plan_options(first),
-                          self._loss, self._update_rule())
-        trace = search_trace.SearchTrace() if first and config.search_plot_file else None
-        if config.search_budget > 0:
-            strategy = self._search(planner, strategy, trace)
-            what = "the searched strategy"
-        self.strategy = dict(strategy or data_parallel_strategy(self.graph, num_devices))
-        taskgraph = build_task_graph(self.graph, self.strategy, num_devices, objective,
-                                     self._checks())
-        planner.finish(self.strategy, taskgraph, capacities(runner, config.device_memory_mb << 20),
-                       what, config.export_strategy_file if first else "")
-        self._ctx = Context(self.graph, self._loss, self._update_rule(), self._feeds)
-        if self._executor is not None:
-            self._executor.close()
-            self._executor = None
-        if first:
-            self._draw_pictures(planner, trace)
-        self._profiler = None
-        if config.profiling:
-            simulator = planner.simulator_for(self.strategy)
-            self._profiler = profiling.OpProfiler(self.graph,
-                                                  simulator.simulate_taskgraph(taskgraph),
-                                                  simulator.machine.describe())
-        self._cluster_in_use = cluster
-        if cluster:
-            self._executor = DaskExecutor(taskgraph, self._ctx, cluster.client, cluster.workers,
-                                          config.cpu_only)
-        else:
-            xp = cluster_module.array_module(config.cpu_only)
-            self._executor = LocalExecutor(taskgraph, self._ctx, num_devices, xp)
+    @property
+    def strategy(self) -> dict:
+        """(ours) The strategy the model runs under, layer name -> ParallelConfig."""
+        return require_compiled(self, "strategy").strategy
 
     @property
     def objective(self) -> Objective | None:
         """(ours) What training optimizes, once compiled: the output and label tensors."""
-        return self._objective
+        return self._compiled.objective if self._compiled is not None else None
 
-    def _plan_options(self, first: bool = True) -> PlanOptions:
-        """The search and machine-model flags, for the planner. After a lost worker (`first`
-        False) the machine-model file no longer describes the devices: calibrate what remains."""
-        config = self._ffconfig
-        search = SearchOptions(config.search_budget, config.search_alpha,
-                               config.enable_sample_parallel, config.enable_parameter_parallel,
-                               config.enable_attribute_parallel, config.seed)
-        version, machine_file = ((config.machine_model_version, config.machine_model_file)
-                                 if first else (0, ""))
-        return PlanOptions(search, version, machine_file, config.device_memory_mb << 20,
-                           config.export_strategy_task_graph_file if first else "",
-                           config.cpu_only, checks=self._checks())
-
-    def _checks(self) -> Checks:
-        """What the task graphs check and measure: the non-finite guard and `--profiling`."""
-        return Checks(finite_gradients=not self._ffconfig.allow_nonfinite,
-                      kernel_times=self._ffconfig.profiling)
-
-    def _cluster(self):
-        """The Dask cluster this run uses, or None to run in this process (DESIGN.md)."""
-        config = self._ffconfig
-        tls = cluster_module.TLSFiles(config.tls_ca_file, config.tls_cert, config.tls_key)
-        if config.scheduler_address or tls:  # (TLS files without a tls:// address are refused)
-            return cluster_module.connect(config.scheduler_address,
-                                          config.workers_per_node * config.num_nodes or None,
-                                          tls=tls)
-        wants_cluster = config.num_devices > 1 or config.force_cluster or config.profile_file
-        if wants_cluster and not config.in_process:
-            return cluster_module.start_local(config.num_devices, config.device_memory_mb)
-        return None
-
-    def _check_diagnostics(self) -> None:
-        """Refuse profiling and picture flags that cannot be honoured, before any work."""
-        config = self._ffconfig
-        report.check(config)
-        for path, flag in ((config.timeline_file, "--timeline"),
-                           (config.search_plot_file, "--search-plot")):
-            if path:
-                check_path(path, flag)
-        if config.search_plot_file and config.search_budget <= 0:
-            raise FlagError("--search-plot draws the strategy search's trace: it needs a "
-                            "search (--budget N with N > 0)")
-
-    def _search(self, planner: Planner, imported, trace) -> dict:
-        """The planner's search, with a progress bar (and the trace for --search-plot)."""
-        with Progress("MCMC search", self._ffconfig.search_budget + 1) as progress:
-            def observe(current_ms: float, best_ms: float) -> None:
-                progress.update(info=f"best {best_ms:.4f} ms")
-                if trace is not None:
-                    trace.record(current_ms, best_ms)
-            stream, planner.stream = planner.stream, progress.around(planner.stream)
-            try:
-                return planner.search(imported, observe)
-            finally:
-                planner.stream = stream
-
-    def _draw_pictures(self, planner: Planner, trace) -> None:
-        """--search-plot and --timeline, once the strategy is chosen."""
-        config = self._ffconfig
-        if not (config.search_plot_file or config.timeline_file):
-            return
-        baseline = data_parallel_strategy(self.graph, planner.num_devices)
-        simulator = planner.simulator_for(self.strategy, baseline)
-        if config.search_plot_file:
-            search_trace.draw(config.search_plot_file, trace,
-                              simulator.simulate_full(baseline).cost)
-            print(f"Search trace drawn in {config.search_plot_file}")
-        if config.timeline_file:
-            timeline.draw_strategies(config.timeline_file, simulator, self.strategy)
-            print(f"Simulated timelines drawn in {config.timeline_file}")
-
-    def _check_inputs(self) -> None:
-        batch = self._ffconfig.batch_size
-        for tensor_id in self.graph.inputs:
-            if not self.graph.consumers(tensor_id):
-                continue
-            dims = self.graph.tensors[tensor_id].spec.shape
-            if dims[0] != batch:
-                raise ShapeError(f"input tensor {dims}: dim 0 must be the batch size {batch} "
-                                 f"(set with -b), got {dims[0]}")
-
-    def _initialize_weights(self) -> None:
+    def _initial_weights(self) -> dict:
+        """Every weight compile creates, by (owner layer, index): set before compile, given an
+        initializer, or else the default one seeded by the layer and --seed."""
         seed = self._ffconfig.seed
         arrays = {}
         for layer in self.graph.layers:
@@ -575,50 +436,34 @@ class FFModel:
                 init = self._initializers.get((layer.index, k)) or default_initializer(
                     spec, seed * 1_000_003 + (layer.index + 100) * 31 + k)
                 arrays[(layer.index, k)] = init(spec)
-        self._executor.set_weights(arrays)
+        return arrays
 
     def init_layers(self) -> None:
         """Weights are created and initialised by compile(); kept for FlexFlow's call order."""
-        self._require_compiled("init_layers")
+        require_compiled(self, "init_layers")
 
     # ---- training -------------------------------------------------------------------------------
-    def _require_compiled(self, what: str) -> None:
-        if self._executor is None:
-            raise RuntimeError(f"{what}() needs a compiled model; call compile() first")
-
     def _run(self, *phases: str, zero_gradients: bool = False) -> list:
-        self._require_compiled(phases[0])
+        """Run `phases` on the fed batches, in the mode of the last forward pass."""
+        run = require_compiled(self, phases[0])
         missing = [t for t in self.graph.inputs + [self._label_id]
                    if t not in self._feeds and ("forward" in phases or t == self._label_id)
                    and (t == self._label_id and "loss" in phases or self.graph.consumers(t))]
         if missing:
-            raise RuntimeError(f"no data for {', '.join(self._tensor_name(t) for t in missing)}: "
+            raise RuntimeError(f"no data for {', '.join(tensor_name(self, t) for t in missing)}: "
                                f"create a data loader and call next_batch(), or set_tensor()")
-        self._ctx.optimizer = self._update_rule()
-        pieces = self._on_devices(lambda executor: executor.run(*phases,
-                                                                zero_gradients=zero_gradients))
-        pieces = self._profiler.take(pieces, self._ctx.training) if self._profiler else pieces
-        return nonfinite.check(self, phases, pieces)
-
-    def _on_devices(self, action, record: bool = True):
-        """`action(executor)`; on a cluster, through the recovery journal, so that a lost worker
-        is recovered from (`record`: the action changes device state and is played again after
-        a recovery; reads are just retried)."""
-        if self._journal is None:
-            return action(self._executor)
-        return self._journal.perform(self, action, record)
-
-    def _count_update(self) -> None:
-        self._ctx.updates += 1
-        self._ctx.step += 1
-        if self._journal is not None:
-            self._journal.updated()
+        try:
+            return run.run(phases, run.iteration(self._feeds, self._training), zero_gradients)
+        except NonFiniteError:
+            if "forward" in phases:  # it ran: its values can be read to look into the error
+                self._ran_forward = True
+            raise
 
     def forward(self, seq_length=None, training: bool | None = None) -> None:
         """`training` (ours) overrides the compile mode for this pass: False runs inference
         (dropout off, batch norm on its running statistics) without needing a label."""
-        self._require_compiled("forward")
-        self._ctx.training = self._comp_mode == CompMode.TRAINING if training is None else training
+        require_compiled(self, "forward")
+        self._training = self._comp_mode == CompMode.TRAINING if training is None else training
         self._run("forward")
         self._ran_forward = True
 
@@ -629,11 +474,9 @@ class FFModel:
 
     def update(self) -> None:
         self._run("update")
-        self._count_update()
 
     def zero_gradients(self) -> None:
-        self._require_compiled("zero_gradients")
-        self._on_devices(lambda executor: executor.zero_gradients())
+        require_compiled(self, "zero_gradients").perform(lambda executor: executor.zero_gradients())
 
     def compute_metrics(self) -> None:
         self._require_forward("compute_metrics")
@@ -654,17 +497,17 @@ class FFModel:
 
     def train_step(self) -> float:
         """forward + zero_gradients + backward + update as one graph; returns the batch loss."""
-        self._ctx.training = True
+        require_compiled(self, "train_step")
+        self._training = True
         self._perf.add(self._run(*TRAIN_STEP, zero_gradients=True))
         self._ran_forward = True
-        self._count_update()
         return self._perf.last_loss
 
     def eval_step(self) -> float:
         """Inference forward + metrics of the fed batch (input and label) as one graph, no
         update; returns the batch loss."""
-        self._require_compiled("eval_step")
-        self._ctx.training = False
+        require_compiled(self, "eval_step")
+        self._training = False
         self._perf.add(self._run("forward", "loss"))
         self._ran_forward = True
         return self._perf.last_loss
@@ -674,8 +517,8 @@ class FFModel:
         checkpoint's epoch and iteration, `epochs` counting from the start as before."""
         loaders = _loader_list(x, y, "fit")
         iterations = self._iterations(loaders[-1])
-        first_epoch, done = self._resume_at or (0, 0)
-        self._resume_at = None
+        run = require_compiled(self, "fit")
+        first_epoch, done = run.resume_point()
         for epoch in range(first_epoch, int(epochs)):
             for loader in loaders:
                 loader.reset()
@@ -686,11 +529,11 @@ class FFModel:
                 if epoch == first_epoch and iteration < done:
                     continue  # trained before the checkpoint
                 self.train_step()
-                self._fit_position = (epoch, iteration + 1)
+                run.fit_position = (epoch, iteration + 1)
                 self._perf.print()
-            self._fit_position = (epoch + 1, 0)
-        if self._profiler:
-            self._profiler.print_pending()
+            run.fit_position = (epoch + 1, 0)
+        if run.profiler:
+            run.profiler.print_pending()
 
     def eval(self, x=None, y=None, batch_size=None) -> None:
         loaders = _loader_list(x, y, "eval")
@@ -715,8 +558,7 @@ class FFModel:
         """Write the training state (weights, optimizer state, counters, fit's position,
         strategy) to `path`, format in flexflow/checkpoint.py; returns the path. `epoch` and
         `iteration` record a position other than fit's own, for other training loops."""
-        self._require_compiled("save_checkpoint")
-        state = checkpoint.capture(self)
+        state = require_compiled(self, "save_checkpoint").capture()
         if epoch is not None:
             state.epoch, state.iteration = int(epoch), int(iteration)
         return checkpoint.save(path, state, self)
@@ -741,48 +583,51 @@ class FFModel:
         if self.graph.tensors[tensor_id].producer is None:
             if for_write:  # mapping an unfed input to fill it in, as FlexFlow scripts do
                 return np.zeros(spec.shape, spec.dtype)
-            raise RuntimeError(f"{self._tensor_name(tensor_id)} has no data yet")
+            raise RuntimeError(f"{tensor_name(self, tensor_id)} has no data yet")
         self._require_forward("get_tensor")
-        return self._on_devices(lambda executor: executor.get_value(tensor_id, spec.shape,
-                                                                    spec.dtype), record=False)
+        return self._read(lambda executor: executor.get_value(tensor_id, spec.shape, spec.dtype))
 
     def _write_back(self, tensor_id: int, array: np.ndarray) -> None:
         if self.graph.tensors[tensor_id].producer is not None:
-            raise RuntimeError(f"{self._tensor_name(tensor_id)} is computed by the model; only "
+            raise RuntimeError(f"{tensor_name(self, tensor_id)} is computed by the model; only "
                                f"inputs, the label and weights can be written")
         self._feed(tensor_id, array)
 
     def _read_gradient(self, tensor_id: int) -> np.ndarray:
         self._require_forward("get_gradients")
         if self.graph.tensors[tensor_id].producer is None:
-            raise RuntimeError(f"{self._tensor_name(tensor_id)} is a model input: no gradient "
+            raise RuntimeError(f"{tensor_name(self, tensor_id)} is a model input: no gradient "
                                f"is computed for it (only layer outputs and weights have one)")
         shape = self.graph.tensors[tensor_id].spec.shape
-        return self._on_devices(lambda executor: executor.get_grad(tensor_id, shape),
-                                record=False)
+        return self._read(lambda executor: executor.get_grad(tensor_id, shape))
+
+    def _read(self, action):
+        """`action(executor)`, a read of device state (retried, not replayed, after a lost
+        worker)."""
+        return self._compiled.perform(action, record=False)
 
     def _weight_ref(self, layer_index: int, weight_index: int):
-        self._require_compiled("get_weights/set_weights")
+        require_compiled(self, "get_weights/set_weights")
         owner = self.graph.layers[layer_index].weight_owner
         return owner, weight_index, self.graph.layers[owner].weights[weight_index].shape
 
     def _get_weight(self, layer_index: int, weight_index: int) -> np.ndarray:
         ref = self._weight_ref(layer_index, weight_index)
-        return self._on_devices(lambda executor: executor.get_weight(*ref), record=False)
+        return self._read(lambda executor: executor.get_weight(*ref))
 
     def _set_weight(self, layer_index: int, weight_index: int, array: np.ndarray) -> None:
-        if self._executor is None:
+        if self._compiled is None:
             # before compile (ours): the value compile() creates the weight with
             owner = self.graph.layers[layer_index].weight_owner
             self._initializers[(owner, weight_index)] = ArrayInitializer(array)
             return
         owner, index, _ = self._weight_ref(layer_index, weight_index)
         array = np.array(array)  # kept for a recovery to write again
-        self._on_devices(lambda executor: executor.set_weight(owner, index, array))
+        self._compiled.perform(lambda executor: executor.set_weight(owner, index, array))
 
     def _get_weight_grad(self, layer_index: int, weight_index: int) -> np.ndarray:
         ref = self._weight_ref(layer_index, weight_index)
-        return self._on_devices(lambda executor: executor.get_weight_grad(*ref), record=False)
+        return self._read(lambda executor: executor.get_weight_grad(*ref))
 
 
 def _tensor_spec(dims, data_type, what: str) -> TensorSpec:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .scheduler.actions import NONFINITE_GRADIENT
+from .tensor import tensor_name
 
 
 class NonFiniteError(FloatingPointError):
@@ -40,18 +41,17 @@ class NonFiniteError(FloatingPointError):
         self.iteration = iteration
 
 
-def check(model, phases: tuple[str, ...], pieces: list[dict]) -> list[dict]:
+def check(run, phases: tuple[str, ...], pieces: list[dict], state) -> list[dict]:
     """One run's metric pieces without the guard's records; raises `NonFiniteError` when the run
-    trained (backward or update) and its loss or a gradient was not finite."""
+    (of a CompiledRun, on the IterationState `state`) trained (backward or update) and its loss
+    or a gradient was not finite."""
     flagged = [piece[NONFINITE_GRADIENT] for piece in pieces if NONFINITE_GRADIENT in piece]
     rest = [piece for piece in pieces if NONFINITE_GRADIENT not in piece] if flagged else pieces
-    if model.ffconfig.allow_nonfinite or not ({"backward", "update"} & set(phases)):
+    if run.model.ffconfig.allow_nonfinite or not ({"backward", "update"} & set(phases)):
         return rest
     loss_finite = bool(np.isfinite(sum(piece.get("loss", 0.0) for piece in rest)))
     if flagged or not loss_finite:
-        if "forward" in phases:  # it ran: its values can be read to look into the error
-            model._ran_forward = True
-        raise diagnose(model, loss_finite, flagged)
+        raise diagnose(run, state, loss_finite, flagged)
     return rest
 
 
@@ -63,14 +63,15 @@ class Finding:
     note: str = ""     # what explains it, if found
 
 
-def diagnose(model, loss_finite: bool, flagged: list) -> NonFiniteError:
-    """The error naming the first layer where a non-finite value appeared this iteration;
-    `flagged`: the weight keys whose updates found their gradients not finite."""
-    iteration = model._ctx.step + 1
-    found = _first_nonfinite(_Reader(model), loss_finite)
+def diagnose(run, state, loss_finite: bool, flagged: list) -> NonFiniteError:
+    """The error naming the first layer where a non-finite value appeared this iteration (the
+    run on `state`); `flagged`: the weight keys whose updates found their gradients not
+    finite."""
+    iteration = state.step + 1
+    found = _first_nonfinite(_Reader(run, state.feeds), loss_finite)
     if found is None:  # not to be seen on the devices any more: name what the update saw
         owner, index, _ = flagged[0]
-        layer = model.graph.layers[owner]
+        layer = run.model.graph.layers[owner]
         found = Finding(layer.name, "weight gradient",
                         f"the gradient of its weight '{layer.weights[index].name}'")
     where = f", layer '{found.layer}'" if found.layer is not None else ""
@@ -84,12 +85,13 @@ def diagnose(model, loss_finite: bool, flagged: list) -> NonFiniteError:
 class _Reader:
     """Host copies of this iteration's data, read from the devices on request."""
 
-    def __init__(self, model):
-        self.model = model
-        self.graph = model.graph
+    def __init__(self, run, feeds):
+        self.run, self.feeds = run, feeds
+        self.model = run.model
+        self.graph = run.model.graph
 
     def _read(self, action):
-        return self.model._on_devices(action, record=False)
+        return self.run.perform(action, record=False)
 
     def value(self, tensor: int):
         spec = self.graph.tensors[tensor].spec
@@ -117,16 +119,16 @@ def _first_nonfinite(reader: _Reader, loss_finite: bool) -> Finding | None:
     """The first non-finite value, in the order of the module docstring; None if every value
     read is finite."""
     model, graph = reader.model, reader.graph
-    for tensor, array in model._feeds.items():
+    for tensor, array in reader.feeds.items():
         if not _finite(array):
-            return Finding(None, "input", f"the batch fed to {model._tensor_name(tensor)}")
+            return Finding(None, "input", f"the batch fed to {tensor_name(model, tensor)}")
     for layer in graph.layers:
         for tensor in layer.outputs:
             if not _finite(reader.value(tensor)):
                 return Finding(layer.name, "output",
                                f"its output {graph.tensors[tensor].spec.shape}",
                                _weights_note(reader, layer))
-    objective = model.objective
+    objective = reader.run.objective
     last = graph.layers[graph.tensors[objective.output].producer[0]]
     if not loss_finite:
         return Finding(last.name, "loss", "the loss of its output")
@@ -141,7 +143,7 @@ def _first_nonfinite(reader: _Reader, loss_finite: bool) -> Finding | None:
         for tensor in dict.fromkeys(layer.inputs):
             if graph.tensors[tensor].producer is not None and not _finite(reader.grad(tensor)):
                 return Finding(layer.name, "input gradient", f"the gradient its backward pass "
-                               f"gives its input, the {model._tensor_name(tensor)}")
+                               f"gives its input, the {tensor_name(model, tensor)}")
     return None
 
 

@@ -97,10 +97,10 @@ class Tensor:
         array = np.asarray(array)
         expected = NUMPY_DTYPE[self.data_type]
         if tuple(array.shape) != self.dims:
-            raise ShapeError(f"{what}: tensor {self._model._tensor_name(self._id)} has dims "
+            raise ShapeError(f"{what}: tensor {tensor_name(self._model, self._id)} has dims "
                              f"{self.dims}, got an array of shape {tuple(array.shape)}")
         if array.dtype != np.dtype(expected):
-            raise ShapeError(f"{what}: tensor {self._model._tensor_name(self._id)} holds "
+            raise ShapeError(f"{what}: tensor {tensor_name(self._model, self._id)} holds "
                              f"{expected}, got an array of dtype {array.dtype}")
         return np.ascontiguousarray(array)
 
@@ -158,3 +158,16 @@ class Parameter(Tensor):
         self.set_weights(None, self._mapped_array)
         self._mapped_array = None
         self.mapped = False
+
+
+def tensor_name(model, tensor_id: int) -> str:
+    """How messages name a tensor of `model`: the label, a model input by its position, or the
+    output of the layer that computes it, with its shape."""
+    graph = model.graph
+    tensor = graph.tensors[tensor_id]
+    if model._is_label(tensor_id):
+        return f"label tensor {tensor.spec.shape}"
+    if tensor.producer is None:
+        position = graph.inputs.index(tensor_id) if tensor_id in graph.inputs else tensor_id
+        return f"input tensor #{position} {tensor.spec.shape}"
+    return f"output of layer '{graph.layers[tensor.producer[0]].name}' {tensor.spec.shape}"

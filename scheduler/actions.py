@@ -7,8 +7,8 @@ iteration's inputs, and `out` collecting what must leave the device: data for ot
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
 
 from ..ops import losses
 from ..ops.base import Part
@@ -19,15 +19,30 @@ from ..ops.optimizers import UpdateRule
 from . import messages as M
 from .store import DeviceStore, WeightKey
 
-@dataclass
-class Context:
-    graph: Graph
-    loss: losses.Loss | None = None
-    optimizer: UpdateRule | None = None
-    feeds: dict[int, Any] | None = None  # tensor id -> host array of the current batch
+@dataclass(frozen=True)
+class IterationState:
+    """What one run of the task graph reads besides the model. A value, made for each run and
+    handed to the executor with it, so that no run sees another's batch or counters and a run
+    can be made again exactly as it was (flexflow/recovery.py plays runs again)."""
+
+    feeds: Mapping[int, Any] = field(default_factory=dict)  # tensor id -> host array of the batch
     step: int = 0        # iterations run, seeds dropout
     updates: int = 0     # optimizer steps taken (Adam's bias correction)
     training: bool = True
+    optimizer: UpdateRule | None = None
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every task of a run reads: the model, fixed when the executor is made, and the
+    run's `IterationState` (`at`)."""
+
+    graph: Graph
+    loss: losses.Loss | None = None
+    iteration: IterationState = IterationState()
+
+    def at(self, iteration: IterationState) -> "Context":
+        return replace(self, iteration=iteration)
 
 
 class Action:
@@ -47,7 +62,7 @@ class Load(Action):
     box: Box
 
     def run(self, store, ctx, out):
-        host = ctx.feeds[self.tensor]
+        host = ctx.iteration.feeds[self.tensor]
         store.put(self.tensor, self.box, store.xp.asarray(host[self.box.relative_to(
             Box.full(host.shape))]))
 
@@ -85,7 +100,7 @@ class Forward(Action):
         ws = [store.weights[k] for k in self.weight_keys]
         part = Part(self.out_boxes, self.in_boxes,
                     tuple(ctx.graph.tensors[t].spec.shape for t in layer.inputs),
-                    ctx.training, seed=ctx.step * 7919 + layer.index,
+                    ctx.iteration.training, seed=ctx.iteration.step * 7919 + layer.index,
                     input_grads=tuple(ctx.graph.tensors[t].producer is not None
                                       for t in layer.inputs))
         return layer, xs, ws, part
@@ -229,8 +244,9 @@ class Update(Action):
             return
         weight = store.weights[self.key]
         if self.key not in store.opt_state:
-            store.opt_state[self.key] = ctx.optimizer.init_state(store.xp, weight)
-        ctx.optimizer.update(store.xp, weight, grad, store.opt_state[self.key], ctx.updates)
+            store.opt_state[self.key] = ctx.iteration.optimizer.init_state(store.xp, weight)
+        ctx.iteration.optimizer.update(store.xp, weight, grad, store.opt_state[self.key],
+                                       ctx.iteration.updates)
 
 
 TIMING = "op_time_ms"  # metrics record of a timed kernel task: (layer, partition, phase, ms)

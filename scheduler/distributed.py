@@ -23,13 +23,13 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import Any, Mapping
 
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
-from .actions import Context, Load
+from .actions import Context, IterationState, Load
 from .allocator import keep_freed_memory
 from .cluster import alive, array_module, check_alive, watched_gather, watched_wait
 from .executor import Executor, run_tasks, start_iteration
@@ -104,18 +104,19 @@ def _deliver(model: str, device: int, iteration: int, source: str, items: Parcel
 
 
 def _run_program(model_id: str, device: int, iteration: int, phases: tuple[str, ...],
-                 state: tuple, feeds: dict, peers: list[str]) -> list:
+                 clearing: tuple[bool, bool], state: IterationState, feeds: dict,
+                 peers: list[str]) -> list:
     """Run this device's program for `phases` (its groups of `iteration`) on this worker's
-    store, taking what other devices send from the mailbox and posting what they need to
-    `peers` (worker addresses by device); returns the metric records, each with its group's
-    position."""
+    store, on `state` with the batches `feeds` it loads (`clearing`: whether to drop the last
+    iteration's values, and the weight gradients, first), taking what other devices send from
+    the mailbox and posting what they need to `peers` (worker addresses by device); returns the
+    metric records, each with its group's position."""
     from distributed import get_worker
 
     installed = _MODELS[(model_id, device)]
-    ctx, store, mailbox = installed.ctx, installed.store, installed.mailbox
-    clear_iteration, zero_gradients, ctx.training, ctx.step, ctx.updates, ctx.optimizer = state
-    ctx.feeds = feeds
-    start_iteration(store, clear_iteration, zero_gradients)
+    store, mailbox = installed.store, installed.mailbox
+    ctx = installed.ctx.at(replace(state, feeds=feeds))
+    start_iteration(store, *clearing)
     mailbox.drop_before(iteration)
     worker = get_worker()
     wanted = task_wanted(worker)
@@ -152,11 +153,11 @@ class DaskExecutor(Executor):
         self.model_id = uuid.uuid4().hex[:8]
         self._iterations = itertools.count()
         self._programs: dict[tuple[str, ...], dict[int, tuple[Step, ...]]] = {}
-        remote_ctx = Context(ctx.graph, ctx.loss, ctx.optimizer)
         self.array_modules = [self._on_worker(d, "starting the model", _install, self.model_id, d,
-                                              remote_ctx, cpu_only) for d in range(len(workers))]
+                                              ctx, cpu_only) for d in range(len(workers))]
 
-    def run(self, *phases: str, zero_gradients: bool = False) -> list[dict[str, float]]:
+    def run(self, *phases: str, state: IterationState = IterationState(),
+            zero_gradients: bool = False) -> list[dict[str, float]]:
         groups = self.groups(phases)
         if phases not in self._programs:
             self._programs[phases] = programs(groups)
@@ -164,14 +165,13 @@ class DaskExecutor(Executor):
                 self._on_worker(device, "sending the program", _install_program, self.model_id,
                                 device, phases, steps)
         iteration = next(self._iterations)
-        state = ("forward" in phases, zero_gradients, self.ctx.training, self.ctx.step,
-                 self.ctx.updates, self.ctx.optimizer)
         try:
-            feeds = self._ship_feeds(groups)
+            feeds = self._ship_feeds(groups, state.feeds)
         except (OSError, KeyError, ValueError):  # a reader of the batch may have left
             self._check_workers(f"iteration {iteration}: sending the batch")
             raise
-        futures = self._submit(phases, iteration, state, feeds)
+        clearing = ("forward" in phases, zero_gradients)
+        futures = self._submit(phases, iteration, clearing, replace(state, feeds={}), feeds)
         self._wait(futures, f"iteration {iteration} ({', '.join(phases)})")
         failed = [future for future in futures if future.status == "error"]
         if failed:  # the other programs may wait for what a failed one would have sent
@@ -183,19 +183,21 @@ class DaskExecutor(Executor):
                          key=lambda entry: entry[0])  # the in-process executor's order
         return [record for _, records in ordered for record in records]
 
-    def _submit(self, phases: tuple[str, ...], iteration: int, state: tuple,
-                feeds: dict[int, Any]) -> list:
+    def _submit(self, phases: tuple[str, ...], iteration: int, clearing: tuple[bool, bool],
+                state: IterationState, feeds: dict[int, Any]) -> list:
         """The iteration's programs, each a Dask task pinned to its device's worker, submitted
         as one graph: one message to the scheduler. Submitted one by one, all but the first
         would wait out the client's batching interval (10 ms) and the scheduler would take
-        them in turn. The arguments Dask need not look into are bound in a partial; the
-        batches stay an argument, so that scattered ones (futures) are fetched."""
+        them in turn. The arguments Dask need not look into are bound in a partial (`state`
+        without its batches: counters and the update rule); the batches stay an argument, so
+        that scattered ones (futures) are fetched."""
         layers = {}
         for device, steps in self._programs[phases].items():
             loads = {task.action.tensor for step in steps for task in step.group.tasks
                      if isinstance(task.action, Load)}
             key = f"{steps[0].group.name}-{self.model_id}-{iteration}"
-            run = partial(_run_program, self.model_id, device, iteration, phases, state)
+            run = partial(_run_program, self.model_id, device, iteration, phases, clearing,
+                          state)
             layers[key] = MaterializedLayer(
                 {key: (run, {t: feeds[t] for t in loads}, list(self.workers))},
                 annotations={"workers": [self.workers[device]], "allow_other_workers": False})
@@ -208,7 +210,7 @@ class DaskExecutor(Executor):
     def _check_workers(self, during: str, futures: list = ()) -> None:
         check_alive(self.client, self.workers, during, futures)
 
-    def _ship_feeds(self, groups: list[Group]) -> dict[int, Any]:
+    def _ship_feeds(self, groups: list[Group], batches: Mapping[int, Any]) -> dict[int, Any]:
         """Each fed batch for the tasks that load it: passed with the task when small, scattered
         once to the workers that read it when large (Dask keeps large values out of graphs)."""
         readers: dict[int, set[str]] = {}
@@ -216,8 +218,8 @@ class DaskExecutor(Executor):
             for task in group.tasks:
                 if isinstance(task.action, Load):
                     readers.setdefault(task.action.tensor, set()).add(self.workers[group.device])
-        return {tensor: self.ctx.feeds[tensor] if self.ctx.feeds[tensor].nbytes < INLINE_BYTES
-                else self.client.scatter(self.ctx.feeds[tensor], workers=sorted(workers),
+        return {tensor: batches[tensor] if batches[tensor].nbytes < INLINE_BYTES
+                else self.client.scatter(batches[tensor], workers=sorted(workers),
                                          broadcast=len(workers) > 1, hash=False)
                 for tensor, workers in readers.items()}
 

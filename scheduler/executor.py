@@ -15,9 +15,9 @@ import numpy
 
 from ..ops.box import Box
 from . import allocator
-from .actions import Context, run_timed
-from .messages import receive
+from .actions import Context, IterationState, run_timed
 from .fusion import Group, fuse
+from .messages import receive
 from .store import DeviceStore, WeightKey
 from .taskgraph import TaskGraph
 
@@ -56,9 +56,11 @@ class Executor:
             self._groups[phases] = fuse(self.taskgraph.phase(*phases))
         return self._groups[phases]
 
-    def run(self, *phases: str, zero_gradients: bool = False) -> list[dict[str, float]]:
-        """Run the tasks of `phases` (after zeroing weight gradients, if asked); returns the
-        metric sums the loss tasks produced."""
+    def run(self, *phases: str, state: IterationState = IterationState(),
+            zero_gradients: bool = False) -> list[dict[str, float]]:
+        """Run the tasks of `phases` on the batch and counters of `state` (after zeroing weight
+        gradients, if asked); returns the metric sums the loss tasks produced. (Calibration's
+        probes feed nothing and leave `state` out.)"""
         raise NotImplementedError
 
     def _call(self, device: int, fn, *args):
@@ -181,13 +183,15 @@ class LocalExecutor(Executor):
         self.ctx = ctx
         self.stores = [DeviceStore(d, xp) for d in range(num_devices)]
 
-    def run(self, *phases: str, zero_gradients: bool = False) -> list[dict[str, float]]:
+    def run(self, *phases: str, state: IterationState = IterationState(),
+            zero_gradients: bool = False) -> list[dict[str, float]]:
+        ctx = self.ctx.at(state)
         for store in self.stores:
             start_iteration(store, "forward" in phases, zero_gradients)
         sent: dict[str, dict] = {}
         metrics = []
         for group in self.groups(phases):
-            out = run_group(self.ctx, self.stores[group.device], group,
+            out = run_group(ctx, self.stores[group.device], group,
                             *(sent[name] for name in group.receive_from))
             sent[group.name] = out
             metrics.extend(out.get("metrics", ()))

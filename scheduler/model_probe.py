@@ -19,7 +19,7 @@ from ..ops.losses import Loss
 from ..ops.optimizers import SGD
 from ..ops.softmax import Softmax
 from ..ops.spec import TensorSpec
-from .actions import Context
+from .actions import Context, IterationState
 from .strategy import data_parallel_strategy
 from .taskgraph import Objective, build_task_graph
 
@@ -49,7 +49,7 @@ class ModelProbe:
                       label: rng.integers(0, WIDTH, (batch, 1)).astype(numpy.int32)}
 
     def context(self) -> Context:
-        return Context(self.graph, self.loss, self.optimizer, self.feeds)
+        return Context(self.graph, self.loss)
 
     def start(self, executor) -> None:
         """Give `executor` (built on `taskgraph` and `context()`) the model's weights."""
@@ -59,7 +59,8 @@ class ModelProbe:
 
     def step(self, executor) -> list:
         """One training iteration; returns its metric records."""
-        return executor.run(*self.taskgraph.phases, zero_gradients=True)
+        return executor.run(*self.taskgraph.phases, zero_gradients=True,
+                            state=IterationState(self.feeds, optimizer=self.optimizer))
 
     def simulated_ms(self, machine) -> float:
         from .simulator import Simulator

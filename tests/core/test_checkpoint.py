@@ -146,12 +146,12 @@ def test_capture_reads_each_device_once_for_the_weights_and_once_for_the_optimiz
     ff, x = build("adam", ["-ll:gpu", "2", "--in-process"], split_by_features)
     train(ff, x, 1)
     calls = []
-    original = type(ff._executor)._call
+    original = type(ff.compiled.executor)._call
 
     def counted(executor, device, fn, *args):
         calls.append(device)
         return original(executor, device, fn, *args)
-    monkeypatch.setattr(type(ff._executor), "_call", counted)
+    monkeypatch.setattr(type(ff.compiled.executor), "_call", counted)
     state = capture(ff)
     assert sorted(calls) == [0, 0, 1, 1]
     assert len(state.weights) >= len(state.optimizer) > 2  # (running statistics: no slots)

@@ -80,7 +80,7 @@ def test_only_a_trainable_weight_gets_an_update_and_its_memory(trainable):
     ffmodel.compile(optimizer=SGDOptimizer(ffmodel, LR, momentum=0.9),
                     loss_type=LossType.LOSS_MEAN_SQUARED_ERROR_AVG_REDUCE)
     owner = w.owner_op.idx
-    taskgraph = ffmodel._executor.taskgraph
+    taskgraph = ffmodel.compiled.executor.taskgraph
     updated = [t.action.key[0] for t in taskgraph.tasks if isinstance(t.action, A.Update)]
     assert (owner in updated) == trainable
     devices = {k: v for k, v in taskgraph.weight_devices.items() if k[0] == owner}

@@ -59,7 +59,7 @@ def test_profiling_times_every_layer_and_changes_no_result():
     profiled, losses = train([*devices, "--profiling"])
     _, reference = train(devices)
     assert losses == reference
-    table = profiled._profiler.table()
+    table = profiled.compiled.profiler.table()
     assert "predicted: by the simulator on calibrated: 2 x" in table  # measured on this machine
     cells = rows(table)
     assert list(cells) == [layer.name for layer in profiled.graph.layers]
@@ -69,7 +69,7 @@ def test_profiling_times_every_layer_and_changes_no_result():
             assert backward == predicted_backward == "-"
         else:
             assert float(backward) > 0 and float(predicted_backward) > 0
-    profiled._profiler.print_pending()  # nothing left to print at exit
+    profiled.compiled.profiler.print_pending()  # nothing left to print at exit
 
 
 def test_profiling_predictions_come_from_the_simulator(tmp_path):
@@ -77,12 +77,12 @@ def test_profiling_predictions_come_from_the_simulator(tmp_path):
     machine.write_text(TWO_GPUS_FILE)
     ff, _ = train(["-ll:gpu", "2", "--in-process", "--profiling", "--machine-model-file",
                    str(machine)], steps=2)
-    table = ff._profiler.table()
+    table = ff.compiled.profiler.table()
     assert "predicted: by the simulator on machine.txt: 2 x GPU on 1 node(s)" in table
     for forward, predicted, backward, predicted_backward in rows(table).values():
         assert float(predicted) > 0
         assert (backward == "-") == (predicted_backward == "-")
-    ff._profiler.print_pending()
+    ff.compiled.profiler.print_pending()
 
 
 def test_predictions_sum_each_partition_s_kernel_tasks():

@@ -128,13 +128,13 @@ def test_a_device_that_fails_releases_the_devices_waiting_for_it(scheduler_addre
     weights = {(i, k): ff.get_layer_by_id(i).get_parameter_by_id(k).get_weights(ff)
                for i in range(len(ff.graph.layers))
                for k in range(ff.get_layer_by_id(i).get_number_parameters())}
-    ff._executor._call(1, lambda store: store.weights.clear())
+    ff.compiled.executor._call(1, lambda store: store.weights.clear())
     xs, y = batches(inputs, 1)[0]
     inputs[0].set_tensor(ff, xs[0])
     ff.label_tensor.set_tensor(ff, y)
     outcome = in_time(ff.train_step, 60)
     assert isinstance(outcome.get("error"), KeyError), outcome
-    ff._executor.set_weights(weights)
+    ff.compiled.executor.set_weights(weights)
     outcome = in_time(lambda: losses(ff, inputs, 2), 60)
     np.testing.assert_allclose(outcome["value"], expected, rtol=1e-5)
 
@@ -144,7 +144,7 @@ def test_an_iteration_s_programs_reach_the_scheduler_in_one_graph(scheduler_addr
     """Submitted one by one, all programs but the first would wait out the client's batching
     interval before the scheduler saw them."""
     ff, inputs = compiled(["--scheduler", scheduler_address, "-ll:gpu", "2"], "parameter")
-    client = ff._executor.client
+    client = ff.compiled.executor.client
     graphs = []
     send = client._send_to_scheduler
 

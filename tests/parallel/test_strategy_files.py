@@ -50,7 +50,7 @@ def test_export_then_import_reproduces_the_task_graph(tmp_path, name, suffix):
     exported = compiled(MODELS[name], argv + ["--export", str(path)], "reshard", 4)
     imported = compiled(MODELS[name], argv + ["--import", str(path)])
     assert imported.strategy == exported.strategy
-    assert imported._executor.taskgraph.tasks == exported._executor.taskgraph.tasks
+    assert imported.compiled.executor.taskgraph.tasks == exported.compiled.executor.taskgraph.tasks
 
 
 def test_import_of_another_models_strategy_is_rejected(tmp_path):

@@ -104,7 +104,7 @@ def test_killed_worker_mid_fit(monkeypatch, capsys, tmp_path, search):
             with pytest.warns(WorkerLostWarning, match="left the cluster"):
                 weights, lines, ff = build_and_fit(
                     ["--scheduler", address, "-ll:gpu", "3", *search], capsys)
-            assert len(ff._executor.workers) == 2 and victim not in ff._executor.workers
+            assert len(ff.compiled.executor.workers) == 2 and victim not in ff.compiled.executor.workers
             assert all(config.devices and max(config.devices) < 2
                        for config in ff.strategy.values())
         finally:
@@ -133,7 +133,7 @@ def test_last_worker_lost_saves_a_checkpoint(monkeypatch, capsys, tmp_path):
     monkeypatch.undo()
     _, _, ff = build_and_fit(["--in-process"], capsys)
     ff.load_checkpoint(str(saved[0]))
-    assert ff._ctx.updates == 3  # the copy taken every 3 updates, before the 5th iteration
+    assert ff.compiled.updates == 3  # the copy taken every 3 updates, before the 5th iteration
 
 
 def test_a_result_lost_with_its_worker_is_reported_not_waited_for():

@@ -5,6 +5,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from flexflow.deployment import plan_options
 from flexflow.scheduler import actions as A
 from flexflow.scheduler.calibration.timing import time_kernels
 from flexflow.scheduler.planner import Planner
@@ -25,7 +26,7 @@ def test_checked_updates_cost_one_more_pass_over_the_gradient():
     ff, objective = compiled(mlp, BATCH)
     machine = small_machine(devices=2, nodes=1)
     strategy = data_parallel_strategy(ff.graph, 2)
-    plain, checked = (Simulator(ff.graph, objective, machine, ff._loss, ff.optimizer.rule(),
+    plain, checked = (Simulator(ff.graph, objective, machine, ff.compiled.loss, ff.optimizer.rule(),
                                 Checks(finite_gradients=flag)).simulate_full(strategy)
                       for flag in (False, True))
     kind = machine.kind(0)
@@ -43,14 +44,14 @@ def test_the_simulated_graph_checks_gradients_as_the_run_s_does(argv, checked, t
     """The planner simulates the graph the executor runs: with --allow-nonfinite neither tests
     a gradient, and the search is charged for no test."""
     ff, objective = compiled(mlp, BATCH, ["--in-process", "-ll:gpu", "2", *argv])
-    run_updates = [t.action for t in ff._executor.taskgraph.tasks
+    run_updates = [t.action for t in ff.compiled.executor.taskgraph.tasks
                    if isinstance(t.action, A.Update)]
     assert run_updates and all(u.check_finite == checked for u in run_updates)
     machine_file = tmp_path / "machine.txt"
     machine_file.write_text(TWO_GPUS_FILE)
-    options = replace(ff._plan_options(), machine_model_version=1,
+    options = replace(plan_options(ff.ffconfig), machine_model_version=1,
                       machine_model_file=str(machine_file))
-    simulator = Planner(ff.graph, objective, 2, None, options, ff._loss,
+    simulator = Planner(ff.graph, objective, 2, None, options, ff.compiled.loss,
                         ff.optimizer.rule()).simulator_for(ff.strategy)
     simulation = simulator.simulate_full(ff.strategy)
     charged = {call.phase for plan in simulation.plans for task in plan.tasks
@@ -76,7 +77,7 @@ def test_calibration_times_the_gradient_test():
 def test_an_owner_adds_each_gradient_a_replica_sends_in():
     ff, objective = compiled(mlp, BATCH)
     machine = small_machine(devices=2, nodes=1)
-    simulator = Simulator(ff.graph, objective, machine, ff._loss, ff.optimizer.rule())
+    simulator = Simulator(ff.graph, objective, machine, ff.compiled.loss, ff.optimizer.rule())
     simulation = simulator.simulate_full(data_parallel_strategy(ff.graph, 2))
     kind, calls = machine.kind(0), simulator.calls
     for plan in simulation.plans:

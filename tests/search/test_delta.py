@@ -25,7 +25,7 @@ def plan_view(simulation):
 def test_delta_equals_full_on_random_proposals(name):
     ff, objective = compiled(MODELS[name], BATCH)
     graph = ff.graph
-    simulator = Simulator(graph, objective, small_machine(), ff._loss, ff.optimizer.rule(),
+    simulator = Simulator(graph, objective, small_machine(), ff.compiled.loss, ff.optimizer.rule(),
                           Checks(finite_gradients=True))
     space = SearchSpace(graph, 4, SearchOptions(1, enable_parameter_parallel=True,
                                                 enable_attribute_parallel=True))

@@ -34,7 +34,7 @@ def every_config(space: SearchSpace, layer):
 def toy():
     ff, objective = compiled(mlp, BATCH)
     simulator = Simulator(ff.graph, objective, small_machine(devices=2, nodes=1, cores=None),
-                          ff._loss, ff.optimizer.rule())
+                          ff.compiled.loss, ff.optimizer.rule())
     return ff.graph, simulator
 
 

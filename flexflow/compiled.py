@@ -1,0 +1,178 @@
+"""CompiledRun: what `FFModel.compile()` makes, and all that running it changes.
+
+FFModel builds (layers, tensors, flags, optimizer); compile fixes what training optimises (the
+objective and the loss kernel) and hands the model to a CompiledRun, which deploys it
+(`deployment.deploy`: strategy, task graph, executor, profiler, on the cluster in use) and from
+then on owns the state that running changes: the devices' weights and optimizer state (through
+the executor), the step and update counters, fit's position, and the recovery journal, which
+may deploy it again on fewer workers.
+
+Nothing outside holds a part of that state. Each run is given its iteration's values as one
+frozen `IterationState` (`iteration` makes it from the batches fed and the mode), passed to the
+executor as it is, and kept by the journal to make the run again after a lost worker.
+checkpoint.py and recovery.py use `capture` and `restore`; the host reads and writes of weights
+and tensors go through `perform`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable, Mapping
+
+import numpy as np
+
+from . import checkpoint, nonfinite, recovery
+from .deployment import Deployment, deploy, update_rule
+from .scheduler.actions import IterationState
+from .scheduler.cluster import WorkerLost
+from .scheduler.executor import Executor
+from .scheduler.taskgraph import Objective
+
+
+class CompiledRun:
+    """A compiled model on its devices. `fit_position` is fit's (epoch, iterations done in it),
+    kept with the training state; `restore` sets where the next fit starts (`resume_point`)."""
+
+    def __init__(self, model, objective: Objective, loss, cluster, strategy: dict | None,
+                 initial_weights: Callable[[], dict], previous: Executor | None = None):
+        """`model`: the FFModel (its graph, flags and optimizer are read as they are at each
+        use); `initial_weights()`: the whole weights compile creates, by (owner layer, index);
+        `previous`: the executor of the model's earlier compile, closed once this one is
+        planned."""
+        self.model, self.objective, self.loss = model, objective, loss
+        self._initial_weights = initial_weights
+        self._step = self._updates = 0
+        self.fit_position = (0, 0)
+        self._resume_at: tuple[int, int] | None = None
+        self._journal: recovery.Journal | None = None
+        self._deployment = self._deploy(cluster, strategy, True, previous)
+        self.initialize_weights()
+        self._journal = recovery.Journal.for_run(self)
+
+    # ---- read-only views ------------------------------------------------------------------------
+    @property
+    def strategy(self) -> dict:
+        """Layer name -> ParallelConfig, as deployed (searched again after a lost worker)."""
+        return self._deployment.strategy
+
+    @property
+    def executor(self):
+        """The executor of the current deployment (host reads and writes go through
+        `perform`, which recovers from lost workers)."""
+        return self._deployment.executor
+
+    @property
+    def profiler(self):
+        """--profiling's OpProfiler, or None."""
+        return self._deployment.profiler
+
+    @property
+    def cluster(self):
+        """The Dask cluster trained on; None in this process."""
+        return self._deployment.cluster
+
+    @property
+    def journal(self) -> recovery.Journal | None:
+        """The recovery journal, on a cluster (flexflow/recovery.py); None in this process."""
+        return self._journal
+
+    @property
+    def step(self) -> int:
+        """Iterations run (dropout masks hash it)."""
+        return self._step
+
+    @property
+    def updates(self) -> int:
+        """Optimizer steps taken (Adam's bias correction)."""
+        return self._updates
+
+    # ---- running --------------------------------------------------------------------------------
+    def iteration(self, feeds: Mapping[int, np.ndarray], training: bool) -> IterationState:
+        """The state of the next run: these batches (the mapping copied, so later feeds do not
+        change it), this mode, the counters as they are and the optimizer's rule now."""
+        return IterationState(dict(feeds), self._step, self._updates, training,
+                              update_rule(self.model.optimizer))
+
+    def run(self, phases: tuple[str, ...], state: IterationState,
+            zero_gradients: bool = False) -> list[dict]:
+        """Run `phases` on `state`; returns the metric pieces (timings and the guard's records
+        taken out). A run that updates counts an update; `NonFiniteError` if it trained on a
+        value that is not finite (flexflow/nonfinite.py)."""
+        if self._journal is not None:  # an attached array may be refilled before a replay
+            state = replace(state, feeds={t: np.array(a) for t, a in state.feeds.items()})
+        pieces = self.perform(lambda executor: executor.run(*phases, state=state,
+                                                            zero_gradients=zero_gradients))
+        if self.profiler:
+            pieces = self.profiler.take(pieces, state.training)
+        pieces = nonfinite.check(self, phases, pieces, state)
+        if "update" in phases:
+            self._updates += 1
+            self._step += 1
+            if self._journal is not None:
+                self._journal.updated()
+        return pieces
+
+    def perform(self, action: Callable, record: bool = True):
+        """`action(executor)`; on a cluster, through the recovery journal, so that a lost worker
+        is recovered from (`record`: the action changes device state and is played again after
+        a recovery; reads are just retried)."""
+        if self._journal is None:
+            return action(self.executor)
+        return self._journal.perform(self, action, record)
+
+    # ---- training state -------------------------------------------------------------------------
+    def capture(self) -> checkpoint.TrainingState:
+        """A host-side copy of the training state (format: flexflow/checkpoint.py)."""
+        shapes = {ref: spec.shape for ref, spec in checkpoint.weight_specs(self.model).items()}
+        weights = self.executor.get_weights(shapes)
+        optimizer = {ref: slots for ref, slots in
+                     self.executor.get_optimizer_states(shapes).items() if slots}
+        epoch, iteration = self.fit_position
+        return checkpoint.TrainingState(weights, optimizer, self._step, self._updates, epoch,
+                                        iteration, dict(self.strategy))
+
+    def restore(self, state: checkpoint.TrainingState, source: str = "training state",
+                resume: bool = True) -> None:
+        """Put `state`'s weights and optimizer state on the devices, checked whole first.
+        `resume`: also its counters and position, where the next fit starts (a checkpoint's);
+        recovery keeps the run's own."""
+        checkpoint.check_fits(self.model, state, source)
+        specs = checkpoint.weight_specs(self.model)
+        self.executor.set_weights(state.weights)
+        self.executor.set_optimizer_state({ref: state.optimizer.get(ref, {}) for ref in specs})
+        if resume:
+            self._step, self._updates = int(state.step), int(state.updates)
+            self.fit_position = self._resume_at = (int(state.epoch), int(state.iteration))
+
+    def resume_point(self) -> tuple[int, int]:
+        """Where a fit starts: a restored state's position, once, else the beginning."""
+        point, self._resume_at = self._resume_at or (0, 0), None
+        return point
+
+    def initialize_weights(self) -> None:
+        """The weights compile created, on the devices."""
+        self.executor.set_weights(self._initial_weights())
+
+    def redeploy(self, cluster) -> None:
+        """Deploy again on `cluster` (what remains of the one in use), replacing the executor;
+        the devices start empty."""
+        self._deployment = self._deploy(cluster, None, False, self.executor)
+
+    def _deploy(self, cluster, strategy: dict | None, first: bool,
+                previous: Executor | None) -> Deployment:
+        """`deployment.deploy`; workers lost while it plans are left out and the plan made
+        again."""
+        while True:
+            try:
+                return deploy(self.model, self.objective, self.loss, cluster, strategy, first,
+                              previous)
+            except WorkerLost as lost:
+                recovery.warn_lost(lost, "planning")
+                cluster = recovery.remaining(self, cluster)
+
+
+def require_compiled(model, what: str) -> CompiledRun:
+    """`model`'s CompiledRun, or the error saying `what` needs one."""
+    if model.compiled is None:
+        raise RuntimeError(f"{what}() needs a compiled model; call compile() first")
+    return model.compiled

@@ -1,0 +1,168 @@
+"""Putting a compiled model on devices: the strategy for the devices at hand (given, imported,
+searched or data parallel), the iteration's task graph built with its checks, and the executor
+that runs it, in this process or on a Dask cluster (DESIGN.md).
+
+`compile()` deploys once (`first`: honouring --import, writing --export and the pictures); after
+a lost worker (flexflow/recovery.py) the model is deployed again on the workers that remain,
+searched again if the run searched, else data parallel. These are functions of the model's
+public parts (graph, flags, optimizer) and of what compile fixed (objective, loss kernel), so
+`CompiledRun` (flexflow/compiled.py) can deploy itself again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import profiling, report
+from .config import FFConfig, FlagError
+from .ops.spec import ShapeError
+from .plots import check_path, search_trace, timeline
+from .scheduler import cluster as cluster_module
+from .scheduler import strategy_file
+from .scheduler.distributed import DaskExecutor
+from .scheduler.executor import Executor, LocalExecutor
+from .scheduler.actions import Context
+from .scheduler.planner import Planner, PlanOptions, capacities, runner_for
+from .scheduler.progress import Progress
+from .scheduler.search import SearchOptions
+from .scheduler.strategy import data_parallel_strategy
+from .scheduler.taskgraph import Checks, Objective, TaskGraph, build_task_graph
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A compiled model on its devices."""
+
+    strategy: dict            # layer name -> ParallelConfig
+    taskgraph: TaskGraph      # one iteration, as the executor runs it
+    executor: Executor
+    profiler: profiling.OpProfiler | None  # --profiling
+    cluster: object | None    # the Dask cluster trained on; None in this process
+
+
+def update_rule(optimizer):
+    """The optimizer's update kernel with its hyper-parameters as they are now (they may be
+    scheduled between iterations)."""
+    return None if optimizer is None else optimizer.rule()
+
+
+def deploy(model, objective: Objective, loss, cluster, strategy: dict | None, first: bool,
+           previous: Executor | None = None) -> Deployment:
+    """Plan `model` for the devices of `cluster` (or this process) and start its executor,
+    closing `previous` (the executor of an earlier deployment) once the plan is made."""
+    config = model.ffconfig
+    num_devices = len(cluster.workers) if cluster else config.num_devices
+    what = "the given strategy" if strategy is not None else "data parallelism"
+    if first and strategy is None and config.import_strategy_file:
+        strategy = strategy_file.load(config.import_strategy_file, model.graph, num_devices)
+        what = f"the strategy of {config.import_strategy_file}"
+    runner = runner_for(cluster, num_devices, config.cpu_only)
+    planner = Planner(model.graph, objective, num_devices, runner, plan_options(config, first),
+                      loss, update_rule(model.optimizer))
+    trace = search_trace.SearchTrace() if first and config.search_plot_file else None
+    if config.search_budget > 0:
+        strategy = _search(config, planner, strategy, trace)
+        what = "the searched strategy"
+    strategy = dict(strategy or data_parallel_strategy(model.graph, num_devices))
+    taskgraph = build_task_graph(model.graph, strategy, num_devices, objective, checks(config))
+    planner.finish(strategy, taskgraph, capacities(runner, config.device_memory_mb << 20), what,
+                   config.export_strategy_file if first else "")
+    if previous is not None:
+        previous.close()
+    if first:
+        _draw_pictures(config, model.graph, planner, strategy, trace)
+    profiler = None
+    if config.profiling:
+        simulator = planner.simulator_for(strategy)
+        profiler = profiling.OpProfiler(model.graph, simulator.simulate_taskgraph(taskgraph),
+                                        simulator.machine.describe())
+    ctx = Context(model.graph, loss)
+    if cluster:
+        executor = DaskExecutor(taskgraph, ctx, cluster.client, cluster.workers, config.cpu_only)
+    else:
+        executor = LocalExecutor(taskgraph, ctx, num_devices,
+                                 cluster_module.array_module(config.cpu_only))
+    return Deployment(strategy, taskgraph, executor, profiler, cluster)
+
+
+def plan_options(config: FFConfig, first: bool = True) -> PlanOptions:
+    """The search and machine-model flags, for the planner. After a lost worker (`first`
+    False) the machine-model file no longer describes the devices: calibrate what remains."""
+    search = SearchOptions(config.search_budget, config.search_alpha,
+                           config.enable_sample_parallel, config.enable_parameter_parallel,
+                           config.enable_attribute_parallel, config.seed)
+    version, machine_file = ((config.machine_model_version, config.machine_model_file)
+                             if first else (0, ""))
+    return PlanOptions(search, version, machine_file, config.device_memory_mb << 20,
+                       config.export_strategy_task_graph_file if first else "",
+                       config.cpu_only, checks=checks(config))
+
+
+def checks(config: FFConfig) -> Checks:
+    """What the task graphs check and measure: the non-finite guard and `--profiling`."""
+    return Checks(finite_gradients=not config.allow_nonfinite, kernel_times=config.profiling)
+
+
+def start_cluster(config: FFConfig):
+    """The Dask cluster this run uses, or None to run in this process (DESIGN.md)."""
+    tls = cluster_module.TLSFiles(config.tls_ca_file, config.tls_cert, config.tls_key)
+    if config.scheduler_address or tls:  # (TLS files without a tls:// address are refused)
+        return cluster_module.connect(config.scheduler_address,
+                                      config.workers_per_node * config.num_nodes or None,
+                                      tls=tls)
+    wants_cluster = config.num_devices > 1 or config.force_cluster or config.profile_file
+    if wants_cluster and not config.in_process:
+        return cluster_module.start_local(config.num_devices, config.device_memory_mb)
+    return None
+
+
+def check_diagnostics(config: FFConfig) -> None:
+    """Refuse profiling and picture flags that cannot be honoured, before any work."""
+    report.check(config)
+    for path, flag in ((config.timeline_file, "--timeline"),
+                       (config.search_plot_file, "--search-plot")):
+        if path:
+            check_path(path, flag)
+    if config.search_plot_file and config.search_budget <= 0:
+        raise FlagError("--search-plot draws the strategy search's trace: it needs a "
+                        "search (--budget N with N > 0)")
+
+
+def check_inputs(graph, batch: int) -> None:
+    """Every input the model reads has the batch size as its first dimension."""
+    for tensor_id in graph.inputs:
+        if not graph.consumers(tensor_id):
+            continue
+        dims = graph.tensors[tensor_id].spec.shape
+        if dims[0] != batch:
+            raise ShapeError(f"input tensor {dims}: dim 0 must be the batch size {batch} "
+                             f"(set with -b), got {dims[0]}")
+
+
+def _search(config: FFConfig, planner: Planner, imported, trace) -> dict:
+    """The planner's search, with a progress bar (and the trace for --search-plot)."""
+    with Progress("MCMC search", config.search_budget + 1) as progress:
+        def observe(current_ms: float, best_ms: float) -> None:
+            progress.update(info=f"best {best_ms:.4f} ms")
+            if trace is not None:
+                trace.record(current_ms, best_ms)
+        stream, planner.stream = planner.stream, progress.around(planner.stream)
+        try:
+            return planner.search(imported, observe)
+        finally:
+            planner.stream = stream
+
+
+def _draw_pictures(config: FFConfig, graph, planner: Planner, strategy: dict, trace) -> None:
+    """--search-plot and --timeline, once the strategy is chosen."""
+    if not (config.search_plot_file or config.timeline_file):
+        return
+    baseline = data_parallel_strategy(graph, planner.num_devices)
+    simulator = planner.simulator_for(strategy, baseline)
+    if config.search_plot_file:
+        search_trace.draw(config.search_plot_file, trace,
+                          simulator.simulate_full(baseline).cost)
+        print(f"Search trace drawn in {config.search_plot_file}")
+    if config.timeline_file:
+        timeline.draw_strategies(config.timeline_file, simulator, strategy)
+        print(f"Simulated timelines drawn in {config.timeline_file}")
