@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable, Mapping, NamedTuple, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from .taskgraph import Task
 
@@ -38,13 +38,10 @@ class Group:
     after: tuple[str, ...]         # other group keys this one must follow
 
 
-class Link(NamedTuple):
-    """Where one group stands among the others: its name and, as indices into the ordered
-    groups, those whose output it receives and those it only waits for."""
-
-    name: str
-    receive_from: tuple[int, ...]
-    after: tuple[int, ...]
+# Where one group stands among the others: (its name, and as indices into the ordered groups,
+# those whose output it receives, those it only waits for). A plain tuple: the search links
+# every group of every proposal.
+Link = tuple[str, tuple[int, ...], tuple[int, ...]]
 
 
 def place_of(device: int, deps: Iterable[str], places: Mapping[str, Place]
@@ -97,7 +94,7 @@ def link(groups: Mapping[Place, tuple[str, Sequence[tuple[int, Sequence[Place]]]
         previous[device] = index[g]
         # named by its first task's layer and phase, its device and its epoch
         name = f"{first.rsplit('-', 1)[0]}-d{device}e{g[1]}"
-        links.append(Link(name, tuple(receive_from), tuple(after)))
+        links.append((name, tuple(receive_from), tuple(after)))
     return ordered, links
 
 
@@ -113,6 +110,7 @@ def fuse(tasks: Sequence[Task]) -> list[Group]:
         members[where].append(task)
         reads[where] += sources
     ordered, links = link({g: (members[g][0].key, ((0, reads[g]),)) for g in members})
-    names = [lk.name for lk in links]
-    return [Group(lk.name, g[0], tuple(members[g]), tuple(names[i] for i in lk.receive_from),
-                  tuple(names[i] for i in lk.after)) for g, lk in zip(ordered, links)]
+    names = [name for name, _, _ in links]
+    return [Group(name, g[0], tuple(members[g]), tuple(names[i] for i in receive_from),
+                  tuple(names[i] for i in after))
+            for g, (name, receive_from, after) in zip(ordered, links)]

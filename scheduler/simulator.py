@@ -638,10 +638,10 @@ def _plans(groups: dict[tuple[int, int], _GroupPart], feed_bytes) -> list[GroupP
     """Whole groups as the executor fuses them (`fusion.link`)."""
     ordered, links = link({g: (part.first, part.reads) for g, part in groups.items()})
     plans = []
-    for g, lk in zip(ordered, links):
+    for g, (name, receive_from, after) in zip(ordered, links):
         part = groups[g]
-        plans.append(GroupPlan(lk.name, g[0], math.fsum(part.costs), part.sent,
-                               feed_bytes(part.feeds), lk.receive_from, lk.after))
+        plans.append(GroupPlan(name, g[0], math.fsum(part.costs), part.sent,
+                               feed_bytes(part.feeds), receive_from, after))
     return plans
 
 
