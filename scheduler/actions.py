@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..ops import losses
 from ..ops.base import Part
@@ -266,7 +266,7 @@ def kernel_of(action: Action) -> tuple[int, int, str] | None:
 def run_timed(action: Action, store: DeviceStore, ctx: Context, out: dict) -> None:
     """Runs a kernel action and records how long it took on its device (after the GPU's queued
     work, when there is a GPU) in the metrics, where `--profiling` reads it."""
-    synchronize = _synchronizer(store.xp)
+    synchronize = synchronizer(store.xp)
     synchronize()
     start = time.perf_counter()
     action.run(store, ctx, out)
@@ -275,7 +275,9 @@ def run_timed(action: Action, store: DeviceStore, ctx: Context, out: dict) -> No
     out.setdefault("metrics", []).append({TIMING: (*kernel_of(action), ms)})
 
 
-def _synchronizer(xp):
+def synchronizer(xp) -> Callable[[], None]:
+    """Waits for the device's queued work (CuPy's current stream); nothing to wait for with
+    NumPy. Timings take it on both sides of what they time."""
     cuda = getattr(xp, "cuda", None)
     if cuda is None:
         return lambda: None

@@ -16,6 +16,7 @@ import numpy
 
 from ...ops.base import Part
 from ...ops.finite import all_finite
+from ..actions import synchronizer
 from ..cluster import array_module
 from ..costs import KernelCall
 
@@ -24,12 +25,6 @@ REFERENCE_BYTES = 32 << 20  # the reference kernel's copy: memory-bound, as larg
 REFERENCE_RUNS = 8  # reference kernels per run timed on all devices together
 SPEED_COPY_BYTES = 4 << 20  # the copy that gives a device's memory bandwidth
 MATMUL = 512  # side of the square float32 matmuls in the reference and the speed probe
-
-
-def _synchronizer(xp) -> Callable[[], None]:
-    if xp.__name__ == "cupy":
-        return xp.cuda.get_current_stream().synchronize
-    return lambda: None
 
 
 def _timed_ms(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
@@ -142,7 +137,7 @@ def time_kernels(calls: Sequence[KernelCall], cpu_only: bool = False) -> list[tu
     this process's device. Each timing of a kernel is paired with a timing of the reference
     just before it, so that a change in the device's speed between timings scales both."""
     xp = array_module(cpu_only)
-    sync = _synchronizer(xp)
+    sync = synchronizer(xp)
     rng = numpy.random.default_rng(0)
     reference = _reference_mix(xp)
     out = []
@@ -173,7 +168,7 @@ def reference_ms(cpu_only: bool = False) -> float:
     """The reference kernel's median time: kernel times are stored as multiples of it, so a
     cached table follows the speed the device has now (a shared machine's load changes)."""
     xp = array_module(cpu_only)
-    return _median_ms(_reference_mix(xp), _synchronizer(xp))[0]
+    return _median_ms(_reference_mix(xp), synchronizer(xp))[0]
 
 
 def reference_span_at(start: float, cpu_only: bool = False) -> tuple[float, float]:
@@ -182,7 +177,7 @@ def reference_span_at(start: float, cpu_only: bool = False) -> tuple[float, floa
     second at most). Devices timing it together must really run it at once: their Dask tasks
     start milliseconds apart, and those started first would otherwise run alone for a while."""
     xp = array_module(cpu_only)
-    sync = _synchronizer(xp)
+    sync = synchronizer(xp)
     mix = _reference_mix(xp)
     mix()
     sync()
@@ -197,7 +192,7 @@ def reference_span_at(start: float, cpu_only: bool = False) -> tuple[float, floa
 def device_speed(cpu_only: bool = False) -> tuple[float, float]:
     """(FLOP per ms of a float32 matmul, bytes per ms of a large copy) for analytic costs."""
     xp = array_module(cpu_only)
-    sync = _synchronizer(xp)
+    sync = synchronizer(xp)
     rng = numpy.random.default_rng(0)
     a, b = _matmul_operands(xp, rng)
     matmul_ms, _ = _median_ms(lambda: a @ b, sync)
