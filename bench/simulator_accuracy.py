@@ -4,8 +4,9 @@ For a LocalCluster of 2 and of 4 single-threaded worker processes (one per devic
 `-ll:gpu N` starts without GPUs), every (model, strategy) pair is trained for a few iterations
 and timed, and simulated on the machine model calibrated on that cluster (kernels from the
 calibration cache, the scheduler and links measured at the start). A shared machine's load
-changes from one second to the next, and calibration follows it (the reference kernel, the
-scheduler's pace and the effective cores are timed at every calibration), so each pair is
+changes from one second to the next, and calibration follows it (the reference kernel and
+the scheduler's pace are timed at every calibration; the effective cores once per cluster, with
+its overheads), so each pair is
 predicted and measured in alternating rounds: the prediction is the median of the rounds'
 predictions, the measurement the median of all their iterations (after warm-up). Pairs: the
 parallel-execution test models under several strategy kinds, and an AlexNet-style CNN with
