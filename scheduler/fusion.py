@@ -22,7 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from .taskgraph import Task
+from .taskgraph import Task, TaskKey
 
 Place = tuple[int, int]  # (device, epoch): the group a task falls in
 
@@ -34,8 +34,8 @@ class Group:
     name: str
     device: int
     tasks: tuple[Task, ...]
-    receive_from: tuple[str, ...]  # group keys whose data for this device are applied here
-    after: tuple[str, ...]         # other group keys this one must follow
+    receive_from: tuple[str, ...]  # names of the groups whose data for this device come here
+    after: tuple[str, ...]         # names of the other groups this one must follow
 
 
 # Where one group stands among the others: (its name, and as indices into the ordered groups,
@@ -44,7 +44,7 @@ class Group:
 Link = tuple[str, tuple[int, ...], tuple[int, ...]]
 
 
-def place_of(device: int, deps: Iterable[str], places: Mapping[str, Place]
+def place_of(device: int, deps: Iterable[TaskKey], places: Mapping[TaskKey, Place]
              ) -> tuple[int, list[Place]]:
     """(epoch, the places on other devices it reads from, in order) of a task on `device` that
     depends on the tasks `deps`, placed at `places`."""
@@ -61,7 +61,7 @@ def place_of(device: int, deps: Iterable[str], places: Mapping[str, Place]
     return epoch, sources
 
 
-def link(groups: Mapping[Place, tuple[str, Sequence[tuple[int, Sequence[Place]]]]]
+def link(groups: Mapping[Place, tuple[TaskKey, Sequence[tuple[int, Sequence[Place]]]]]
          ) -> tuple[list[Place], list[Link]]:
     """The groups' order and links. `groups`: for each place, its first task's key and the
     places on other devices its tasks read from, in task order (repeats allowed), as chunks
@@ -92,8 +92,8 @@ def link(groups: Mapping[Place, tuple[str, Sequence[tuple[int, Sequence[Place]]]
         if device in previous:
             after.append(previous[device])
         previous[device] = index[g]
-        # named by its first task's layer and phase, its device and its epoch
-        name = f"{first.rsplit('-', 1)[0]}-d{device}e{g[1]}"
+        # named by its first task's layer and kind, its device and its epoch
+        name = f"{first.layer}-{first.kind}-d{device}e{g[1]}"
         links.append((name, tuple(receive_from), tuple(after)))
     return ordered, links
 
@@ -101,7 +101,7 @@ def link(groups: Mapping[Place, tuple[str, Sequence[tuple[int, Sequence[Place]]]
 def fuse(tasks: Sequence[Task]) -> list[Group]:
     """Group `tasks` (a topologically ordered subset of a TaskGraph) by (device, epoch), in
     the order of (epoch, device): every group comes after those it receives from or follows."""
-    place: dict[str, Place] = {}
+    place: dict[TaskKey, Place] = {}
     members: dict[Place, list[Task]] = defaultdict(list)
     reads: dict[Place, list[Place]] = defaultdict(list)
     for task in tasks:

@@ -52,7 +52,7 @@ from .costs import KernelCalls, TaskCoster
 from .fusion import fuse, link, place_of
 from .machine import MachineModel, Route
 from .strategy import Strategy, StrategyError
-from .taskgraph import (Checks, Objective, Task, TaskGraph, TaskGraphBuilder,
+from .taskgraph import (Checks, Objective, Task, TaskGraph, TaskGraphBuilder, TaskKey,
                         build_task_graph)
 
 MB = 1 << 20
@@ -392,9 +392,9 @@ def optimizer_state_copies(optimizer) -> int:
 class _TaskRow:
     """What the delta simulation needs of one task, whatever the epochs."""
 
-    key: str
+    key: TaskKey
     device: int
-    deps: tuple[str, ...]
+    deps: tuple[TaskKey, ...]
     ms: float
     sent: float
     dedupe: object     # what identical sends share (`costs.TaskCost.dedupe`), or None
@@ -406,7 +406,7 @@ class _TaskRow:
 class _SegmentInfo:
     """What the delta simulation needs of a segment, whatever the epochs."""
 
-    externals: tuple[str, ...]  # keys its tasks depend on that other segments make
+    externals: tuple[TaskKey, ...]  # keys its tasks depend on that other segments make
     rooted: bool                # has tasks without dependencies (their epoch is absolute)
     rows: tuple[_TaskRow, ...]
     memory: tuple               # (device, bytes) its tasks keep, loads excepted ...
@@ -420,7 +420,7 @@ class _GroupPart:
     tensors. A segment's share holds its reads relative to its base (a dict: an ordered set); a
     whole group, each segment's reads with that segment's base (a list of (base, reads))."""
 
-    first: str
+    first: TaskKey
     costs: list[float]
     sent: float
     reads: list
@@ -434,7 +434,7 @@ class _SegmentResult:
     dependencies; the result stays valid while they keep their devices and relative epochs),
     and which of its loads earlier segments already made."""
 
-    exports: dict[str, tuple[int, int]]  # key -> (device, epoch) other segments depend on
+    exports: dict[TaskKey, tuple[int, int]]  # key -> (device, epoch) other segments depend on
     groups: dict[tuple[int, int], _GroupPart]  # never modified once made
     memory: list[tuple[int, int]]
 
@@ -526,7 +526,7 @@ class Simulator:
         segments whose tasks, or whose external dependencies' devices and relative epochs,
         changed; costs are summed exactly (fsum), so the grouping order cannot matter."""
         where, records = self._where, self._records
-        made: set[str] = set()
+        made: set[TaskKey] = set()
         memory = list(self._weight_memory(strategy))
         groups: dict[tuple[int, int], _GroupPart] = {}
         overhead = self.machine.overheads.task
@@ -650,7 +650,7 @@ def write_dot(path: str, simulation: Simulation) -> None:
     """The simulated task graph as Graphviz DOT: one record per task, `key | kind | {start |
     end}` in ms (FlexFlow's layout), tasks of one fused group in a cluster, edges = deps."""
     lines = ["digraph taskgraph {", "  node [shape=record];"]
-    names: dict[str, str] = {}
+    names: dict[TaskKey, str] = {}
     for g, (plan, start) in enumerate(zip(simulation.plans, simulation.starts)):
         lines.append(f'  subgraph cluster_{g} {{ label="{plan.name} (device {plan.device})";')
         clock = start + plan.cost - sum(plan.task_ms)  # the fused task's own overhead first

@@ -1,7 +1,7 @@
 """From (graph, strategy, objective) to device-pinned tasks.
 
-Every task is data only: a key (`<layer>-<phase>-<part>`, so Dask's task stream reads as a
-per-op profile), the device it runs on, its phase, the keys it depends on, and an action from
+Every task is data only: a key (`TaskKey`: layer, phase, part, kind; written `<layer>-<kind>-
+<part>` where it is shown), the device it runs on, its phase, the keys it depends on, and an action from
 `scheduler.actions`. Data movement is derived from boxes alone: a consumer partition needs
 `op.input_box(out_box)`; every producer partition whose box intersects it either sits on the same
 device (a plain dependency) or sends the intersection (a Send task on the producer's device).
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import product
+from typing import NamedTuple, Union
 
 from ..ops.box import Box
 from ..ops.graph import Graph
@@ -54,13 +55,40 @@ class Checks:
     kernel_times: bool = False
 
 
+Part = Union[int, str, tuple]
+
+
+class TaskKey(NamedTuple):
+    """What a task is, as fields: the layer it belongs to (or the input tensor it loads,
+    `input<t>`), the phase it runs in, which part of the layer's work it is (a partition index;
+    for a send, its segment's tag and number; for a load, its device and box bounds; for a
+    weight update, the weight index and box, and the replica), and its kind (`forward`,
+    `fpartial`, `send`, `sendgrad`, `loss`, `backward`, `bpartial`, `partialsend`, `load`,
+    `update`, `sendweight`, `receive`). Nothing parses a key back: the text form is for
+    people (`<layer>-<kind>-<part>`, so Dask's task stream and DOT files read per op)."""
+
+    layer: str
+    phase: str
+    part: Part
+    kind: str
+
+    def __str__(self) -> str:
+        return f"{self.layer}-{self.kind}-{_part_text(self.part)}"
+
+
+def _part_text(part: Part) -> str:
+    if isinstance(part, tuple):
+        return ".".join(_part_text(p) for p in part)
+    return str(part)
+
+
 @dataclass(frozen=True)
 class Task:
-    key: str
+    key: TaskKey
     device: int
     phase: str
     action: A.Action
-    deps: tuple[str, ...] = ()
+    deps: tuple[TaskKey, ...] = ()
     timed: bool = False  # records its time in the metrics (`actions.run_timed`)
 
 
@@ -84,7 +112,7 @@ class Partition:
 
     action: A.Forward
     device: int
-    key: str
+    key: TaskKey
 
 
 @dataclass(frozen=True)
@@ -96,7 +124,7 @@ class Segment:
 
     key: tuple
     tasks: tuple[Task, ...]
-    loads: frozenset[str] = frozenset()
+    loads: frozenset[TaskKey] = frozenset()
 
 
 class _Writer:
@@ -106,24 +134,25 @@ class _Writer:
         self.tag = tag
         self.checks = checks
         self.tasks: list[Task] = []
-        self.loads: set[str] = set()
+        self.loads: set[TaskKey] = set()
         self.sends = 0
 
-    def add(self, key: str, device: int, phase: str, action: A.Action, deps=()) -> str:
+    def add(self, key: TaskKey, device: int, phase: str, action: A.Action, deps=()) -> TaskKey:
         deps = tuple(deps) if len(deps) < 2 else tuple(dict.fromkeys(deps))
         timed = self.checks.kernel_times and A.kernel_of(action) is not None
         self.tasks.append(Task(key, device, phase, action, deps, timed))
         return key
 
-    def send(self, producer_key: str, source: int, action: A.Send, phase: str, deps) -> str:
-        name = producer_key.rsplit("-", 2)[0]
+    def send(self, producer_key: TaskKey, source: int, action: A.Send, phase: str,
+             deps) -> TaskKey:
         kind = "sendgrad" if action.grad else "send"
         self.sends += 1
-        return self.add(f"{name}-{kind}-{self.tag}.{self.sends}", source, phase, action, deps)
+        return self.add(TaskKey(producer_key.layer, phase, (self.tag, self.sends), kind), source,
+                        phase, action, deps)
 
-    def load(self, tensor: int, box: Box, device: int, phase: str, action: A.Action) -> str:
-        corner = ".".join(f"{a}_{b}" for a, b in box.bounds)
-        key = f"input{tensor}-load-d{device}-{corner}"
+    def load(self, tensor: int, box: Box, device: int, phase: str,
+             action: A.Action) -> TaskKey:
+        key = TaskKey(f"input{tensor}", phase, (device, box.bounds), "load")
         if key not in self.loads:
             self.loads.add(key)
             self.add(key, device, phase, action)
@@ -189,10 +218,10 @@ class TaskGraphBuilder:
             weight_keys = tuple((layer.weight_owner, k, layer.op.weight_box(box, in_specs, k))
                                 for k in range(len(layer.weights)))
             action = A.Forward(index, p, out_boxes, in_boxes, weight_keys, groups[p])
-            parts.append(Partition(action, device, f"{layer.name}-forward-{p}"))
+            parts.append(Partition(action, device, TaskKey(layer.name, "forward", p, "forward")))
         return tuple(parts)
 
-    def _values(self, strategy: Strategy, tensor: int) -> list[tuple[Box, int, str]]:
+    def _values(self, strategy: Strategy, tensor: int) -> list[tuple[Box, int, TaskKey]]:
         """(box, device, key) of every piece of a layer output."""
         index, k = self.graph.tensors[tensor].producer
         config = strategy[self.graph.layers[index].name]
@@ -203,7 +232,7 @@ class TaskGraphBuilder:
                 for part in self.parts(index, config)]
         return memo
 
-    def _overlapping(self, pieces: list, box: Box) -> list[tuple[Box, int, str]]:
+    def _overlapping(self, pieces: list, box: Box) -> list[tuple[Box, int, TaskKey]]:
         """(intersection, device, key) of the pieces that intersect `box`, memoised for piece
         lists the builder keeps (their identity is then stable)."""
         memo = (id(pieces), box)
@@ -218,7 +247,7 @@ class TaskGraphBuilder:
         if memo is None:
             name = self.graph.layers[index].name
             memo = self._weights_memo[(index, config)] = tuple(
-                (wkey, part.device, f"{name}-backward-{p}")
+                (wkey, part.device, TaskKey(name, "backward", p, "backward"))
                 for p, part in enumerate(self.parts(index, config))
                 for wkey in part.action.weight_keys)
         return memo
@@ -266,7 +295,7 @@ class TaskGraphBuilder:
 
     # ---- forward ----------------------------------------------------------------------------
     def _need_value(self, w: _Writer, strategy, tensor: int, box: Box, device: int,
-                    phase: str = "forward") -> list[str]:
+                    phase: str = "forward") -> list[TaskKey]:
         """Keys of the tasks that put `box` of `tensor` on `device`."""
         spec = self.graph.tensors[tensor]
         if spec.producer is None:  # fed from outside, or a constant: made where it is needed
@@ -285,7 +314,7 @@ class TaskGraphBuilder:
             for tensor, in_box in zip(layer.inputs, part.action.in_boxes):
                 deps += self._need_value(w, strategy, tensor, in_box, part.device)
             if part.action.group:
-                w.add(f"{layer.name}-fpartial-{p}", part.device, "forward",
+                w.add(TaskKey(layer.name, "forward", p, "fpartial"), part.device, "forward",
                       A.ForwardPartial(part.action), deps)
             pending.append(deps)
         for p, part in enumerate(parts):
@@ -303,7 +332,7 @@ class TaskGraphBuilder:
             label_box = self.label_box(box)
             deps = [value_key] + self._need_value(w, strategy, objective.label, label_box,
                                                   device, "loss")
-            w.add(f"{last.name}-loss-{p}", device, "loss",
+            w.add(TaskKey(last.name, "loss", p, "loss"), device, "loss",
                   A.Loss(objective.output, box, objective.label, label_box, self.grad_tensor),
                   deps)
         return w.segment(key)
@@ -313,13 +342,13 @@ class TaskGraphBuilder:
         return Box(tuple(b if n == m else (0, m) for b, n, m in zip(
             box.bounds, self.graph.tensors[self.objective.output].spec.shape, label_shape)))
 
-    def _grad_pieces(self, strategy: Strategy, tensor: int) -> list[tuple[Box, int, str]]:
+    def _grad_pieces(self, strategy: Strategy, tensor: int) -> list[tuple[Box, int, TaskKey]]:
         """Gradient pieces of a layer output, in the order backward produces them: the loss's,
         then each consumer's backward partitions, consumers in reverse layer order."""
         pieces = []
         if tensor == self.grad_tensor:
             last = self.graph.layers[self.last].name
-            pieces += [(box, device, f"{last}-loss-{p}") for p, (box, device, _) in
+            pieces += [(box, device, TaskKey(last, "loss", p, "loss")) for p, (box, device, _) in
                        enumerate(self._values(strategy, self.objective.output))]
         if not self.graph.tensors[tensor].spec.dtype.startswith("float"):
             return pieces
@@ -330,7 +359,8 @@ class TaskGraphBuilder:
             for q, part in enumerate(self.parts(index, strategy[consumer.name])):
                 for t, box in zip(consumer.inputs, part.action.in_boxes):
                     if t == tensor:
-                        pieces.append((box, part.device, f"{consumer.name}-backward-{q}"))
+                        pieces.append((box, part.device,
+                                       TaskKey(consumer.name, "backward", q, "backward")))
         return pieces
 
     def _backward(self, key: tuple, strategy: Strategy, layer) -> Segment:
@@ -345,12 +375,12 @@ class TaskGraphBuilder:
                                 "backward", grad=True)
             grad_deps.append(deps)
             if part.action.group:
-                w.add(f"{layer.name}-bpartial-{p}", part.device, "backward",
+                w.add(TaskKey(layer.name, "backward", p, "bpartial"), part.device, "backward",
                       A.BackwardPartial(layer.index, p), deps)
         for p, part in enumerate(parts):
             deps = grad_deps[p] + _partials(w, layer, "backward", part.action.group,
                                             part.device, parts)
-            w.add(f"{layer.name}-backward-{p}", part.device, "backward",
+            w.add(TaskKey(layer.name, "backward", p, "backward"), part.device, "backward",
                   A.Backward(layer.index, p, part.action.group), deps)
         return w.segment(key)
 
@@ -383,7 +413,7 @@ class TaskGraphBuilder:
         return devices
 
     def _update_keys(self, strategy: Strategy, holders: dict) -> list[tuple]:
-        backward: dict[WeightKey, dict[int, list[str]]] = {}
+        backward: dict[WeightKey, dict[int, list[TaskKey]]] = {}
         for layer in reversed(self.weighted):
             if layer.index == self.skip:
                 continue
@@ -402,26 +432,30 @@ class TaskGraphBuilder:
 
     def _update(self, key: tuple) -> Segment:
         _, wkey, box_index, devices, done = key
-        name = f"{self.graph.layers[wkey[0]].name}-w{wkey[1]}b{box_index}"
-        w = _Writer(name, self.checks)
+        layer, weight = self.graph.layers[wkey[0]].name, (wkey[1], box_index)
+
+        def task_key(kind: str, replica: int | None = None) -> TaskKey:
+            return TaskKey(layer, "update", weight if replica is None else (*weight, replica),
+                           kind)
+        w = _Writer(f"{layer}.w{wkey[1]}b{box_index}", self.checks)
         owner, replicas = devices[0], devices[1:]
         deps = list(done[0])
         for r, after in zip(replicas, done[1:]):
-            deps.append(w.add(f"{name}-sendgrad-{r}", r, "update",
+            deps.append(w.add(task_key("sendgrad", r), r, "update",
                               A.SendWeightGrad(wkey, owner), after))
-        update = w.add(f"{name}-update", owner, "update",
+        update = w.add(task_key("update"), owner, "update",
                        A.Update(wkey, self.checks.finite_gradients, len(replicas)), deps)
         for r in replicas:
-            send = w.add(f"{name}-sendweight-{r}", owner, "update", A.SendWeight(wkey, r),
+            send = w.add(task_key("sendweight", r), owner, "update", A.SendWeight(wkey, r),
                          [update])
-            w.add(f"{name}-receive-{r}", r, "update", A.Receive(), [send])
+            w.add(task_key("receive", r), r, "update", A.Receive(), [send])
         return w.segment(key)
 
     # ---- assembly -------------------------------------------------------------------------------
     def build(self, strategy: Strategy) -> TaskGraph:
         tg = TaskGraph(weight_devices={k: list(v) for k, v in
                                        self.weight_devices(strategy).items()})
-        seen: set[str] = set()
+        seen: set[TaskKey] = set()
         for segment in self.segments(strategy):
             tg.tasks += assemble(segment, seen)
         keys = [t.key for t in tg.tasks]
@@ -430,7 +464,7 @@ class TaskGraphBuilder:
         return tg
 
 
-def assemble(segment: Segment, seen_loads: set[str]):
+def assemble(segment: Segment, seen_loads: set[TaskKey]):
     """The segment's tasks minus loads an earlier segment already made (updates `seen_loads`)."""
     if not segment.loads or segment.loads.isdisjoint(seen_loads):
         seen_loads |= segment.loads
@@ -440,7 +474,7 @@ def assemble(segment: Segment, seen_loads: set[str]):
     return tasks
 
 
-def overlapping(pieces, box: Box) -> list[tuple[Box, int, str]]:
+def overlapping(pieces, box: Box) -> list[tuple[Box, int, TaskKey]]:
     """(intersection with `box`, device, key) of each piece that intersects it."""
     found = []
     for piece_box, piece_device, key in pieces:
@@ -458,7 +492,7 @@ def _gather(w: _Writer, overlaps, tensor, box, device, phase, grad):
     sends once: the sum of all its pieces over the bounding box of their intersections
     (sending per piece would send that sum once per piece)."""
     deps = []
-    remote: dict[int, list[tuple[Box, str]]] = {}
+    remote: dict[int, list[tuple[Box, TaskKey]]] = {}
     for inter, piece_device, key in overlaps:
         if piece_device == device:
             deps.append(key)
@@ -477,17 +511,17 @@ def _gather(w: _Writer, overlaps, tensor, box, device, phase, grad):
 
 
 def _partials(w: _Writer, layer, phase: str, group: tuple[int, ...], device: int,
-              parts) -> list[str]:
+              parts) -> list[TaskKey]:
     """Dependencies that bring every partial of `group` to `device`."""
     deps = []
     for q in group:
         source = parts[q].device
-        key = f"{layer.name}-{phase[0]}partial-{q}"
+        key = TaskKey(layer.name, phase, q, f"{phase[0]}partial")
         if source == device:
             deps.append(key)
         else:
-            deps.append(w.add(f"{layer.name}-{phase[0]}partial{q}-send-{device}", source, phase,
-                              A.SendPartial(layer.index, phase, q, device), [key]))
+            deps.append(w.add(TaskKey(layer.name, phase, (q, device), "partialsend"), source,
+                              phase, A.SendPartial(layer.index, phase, q, device), [key]))
     return deps
 
 

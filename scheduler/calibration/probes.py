@@ -21,7 +21,7 @@ from ...ops.graph import Graph
 from ...ops.spec import TensorSpec
 from .. import actions as A
 from ..messages import Partial
-from ..taskgraph import Task, TaskGraph
+from ..taskgraph import Task, TaskGraph, TaskKey
 
 PAYLOAD_BYTES = 16 << 10  # what each scheduler probe task sends on, as every real fused task does
 PAYLOAD_ITEMS = 8  # ... in as many arrays (a layer's activations, or the gradients of its weights)
@@ -67,7 +67,7 @@ def probe_graph(devices: Sequence[int], length: int, actions: int = 1, nbytes: i
                 action = _sending(device, devices[(i + 1) % len(devices)], first,
                                   nbytes if i == 0 else 0)
                 phase = "loss" if first else "forward"
-            key = f"probe{i}-forward-{k}"
+            key = TaskKey(f"probe{i}", phase, k, "forward")
             tasks.append(Task(key, device, phase, action, previous))
             keys.append(key)
         previous = tuple(keys)
@@ -82,11 +82,12 @@ def action_graph(length: int) -> tuple[Graph, TaskGraph]:
     graph = Graph()
     tensor = graph.add_constant(TensorSpec((1,)), 1.0).id
     box = Box.full((1,))
-    tasks = [Task("constant-forward", 0, "forward", A.Fill(tensor, box, 1.0))]
+    tasks = [Task(TaskKey("constant", "forward", 0, "forward"), 0, "forward",
+                  A.Fill(tensor, box, 1.0))]
     for i in range(length):
         tensor = graph.add_layer(ElementUnary("relu"), [tensor]).outputs[0]
-        tasks.append(Task(f"relu{i}-forward", 0, "forward", A.Forward(i, 0, (box,), (box,), ()),
-                          (tasks[-1].key,)))
+        tasks.append(Task(TaskKey(f"relu{i}", "forward", 0, "forward"), 0, "forward",
+                          A.Forward(i, 0, (box,), (box,), ()), (tasks[-1].key,)))
     return graph, TaskGraph(tasks)
 
 
@@ -99,9 +100,10 @@ def ring_graph(devices: int, length: int, fan_in: int = 1) -> TaskGraph:
     for level in range(length):
         for d in range(devices):
             first = level == 0 and d == 0
-            deps = tuple(f"ring{level - 1}-forward-{(d - j) % devices}"
+            phase = "loss" if first else "forward"
+            deps = tuple(tasks[(level - 1) * devices + (d - j) % devices].key
                          for j in range(1, fan_in + 1)) if level else ()
-            tasks.append(Task(f"ring{level}-forward-{d}", d, "loss" if first else "forward",
+            tasks.append(Task(TaskKey(f"ring{level}", phase, d, "forward"), d, phase,
                               _sending(d, (d + 1) % devices, first), deps))
     return TaskGraph(tasks)
 
@@ -114,10 +116,10 @@ def star_graph(devices: int, rounds: int) -> TaskGraph:
         spread = level % 2 == 0
         for d in (range(devices) if spread else (0,)):
             first = level == 0 and d == 0
-            key = f"star{level}-forward-{d}"
-            tasks.append(Task(key, d, "loss" if first else "forward",
+            phase = "loss" if first else "forward"
+            tasks.append(Task(TaskKey(f"star{level}", phase, d, "forward"), d, phase,
                               _sending(d, 0 if d else 1 % devices, first), previous))
-        previous = tuple(t.key for t in tasks if t.key.startswith(f"star{level}-"))
+        previous = tuple(t.key for t in tasks if t.key.layer == f"star{level}")
     return TaskGraph(tasks)
 
 

@@ -4,6 +4,14 @@ from __future__ import annotations
 
 from flexflow.core import FFConfig, FFModel, LossType, SGDOptimizer
 from flexflow.scheduler.machine import GB, DeviceKind, Hop, MachineModel, Overheads, cluster
+from flexflow.scheduler.taskgraph import Task, TaskKey
+
+
+def task(name: str, device: int, action, deps=(), phase: str = "forward") -> Task:
+    """A hand-made task named `name`, depending on the tasks named `deps`."""
+    def key(n):
+        return n if isinstance(n, TaskKey) else TaskKey(n, phase, 0, "forward")
+    return Task(key(name), device, phase, action, tuple(key(d) for d in deps))
 
 
 def compiled(build, batch: int, argv=("--in-process",)):

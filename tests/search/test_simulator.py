@@ -15,7 +15,9 @@ from flexflow.scheduler.machine import DeviceKind, Hop, MachineModel, Overheads
 from flexflow.scheduler.simulator import (GroupPlan, Simulation, Simulator, check_memory,
                                           schedule)
 from flexflow.scheduler.strategy import StrategyError
-from flexflow.scheduler.taskgraph import Task, TaskGraph
+from flexflow.scheduler.taskgraph import TaskGraph
+
+from .helpers import task
 
 FREE = DeviceKind("free", 1 << 30, 1e30, 1e30)
 OVERHEADS = Overheads(task=0.5, action=1.0, hop=2.0, iteration=3.0)
@@ -53,10 +55,10 @@ def bookings(simulation):
 
 def test_chain_across_devices_waits_for_hops_and_transfers():
     # d0: a, b (sends 1000 bytes to d1) | d1: c | d0: d  ->  three fused tasks in a chain
-    tasks = [Task("a", 0, "forward", A.Receive()),
-             Task("b", 0, "forward", send(0, 250, 1), ("a",)),
-             Task("c", 1, "forward", A.Receive(), ("b",)),
-             Task("d", 0, "forward", A.Receive(), ("c",))]
+    tasks = [task("a", 0, A.Receive()),
+             task("b", 0, send(0, 250, 1), ("a",)),
+             task("c", 1, A.Receive(), ("b",)),
+             task("d", 0, A.Receive(), ("c",))]
     sim = simulate(graph_with((250,)), tasks, 2)
     # group 1: dispatched at 2, runs 0.5 + 1 + 1 -> ends 4.5
     # group 2: dispatched 4.5 + 2, fetches 1000 bytes (0.1 + 1) -> runs 7.6 .. 9.1
@@ -68,10 +70,10 @@ def test_chain_across_devices_waits_for_hops_and_transfers():
 
 def test_a_shared_link_serves_transfers_first_come_first_served():
     # d0 sends 1000 bytes to each of d1 and d2: one output of 2000 bytes, which each fetches
-    tasks = [Task("a", 0, "forward", send(0, 250, 1)),
-             Task("b", 0, "forward", send(0, 250, 2)),
-             Task("c", 1, "forward", A.Receive(), ("a",)),
-             Task("d", 2, "forward", A.Receive(), ("b",))]
+    tasks = [task("a", 0, send(0, 250, 1)),
+             task("b", 0, send(0, 250, 2)),
+             task("c", 1, A.Receive(), ("a",)),
+             task("d", 2, A.Receive(), ("b",))]
     dedicated = simulate(graph_with((250,)), tasks, 3)
     shared = simulate(graph_with((250,)), tasks, 3, shared_link=True)
     # d0 runs 2 .. 4.5; both fetches start at 6.5 and take 2.1 ms
@@ -82,11 +84,11 @@ def test_a_shared_link_serves_transfers_first_come_first_served():
 
 
 def test_recorded_transfers_are_the_link_bookings():
-    tasks = [Task("a", 0, "forward", send(0, 250, 1)),
-             Task("b", 0, "forward", send(0, 250, 2)),
-             Task("c", 1, "forward", A.Receive(), ("a",)),
-             Task("d", 2, "forward", A.Receive(), ("b",)),
-             Task("load", 2, "forward", A.Load(1, Box(((0, 500),))), ("d",))]
+    tasks = [task("a", 0, send(0, 250, 1)),
+             task("b", 0, send(0, 250, 2)),
+             task("c", 1, A.Receive(), ("a",)),
+             task("d", 2, A.Receive(), ("b",)),
+             task("load", 2, A.Load(1, Box(((0, 500),))), ("d",))]
     graph = graph_with((250,), (1000,))
     simulator = Simulator(graph, None, machine(3, shared_link=True))
     plain = simulator.simulate_taskgraph(TaskGraph(tasks))
@@ -106,8 +108,8 @@ def test_a_transfer_books_every_hop_of_its_route():
                          {(0, 1): (Hop(("out0",), 0.1, 1000.0), Hop(("in1", "bus"), 0.2, 500.0)),
                           (1, 0): (Hop(("out1",), 0.1, 1000.0),)},
                          tuple((Hop(("client",), 0.1, 1000.0),) for _ in range(2)), OVERHEADS)
-    tasks = [Task("a", 0, "forward", send(0, 250, 1)),
-             Task("b", 1, "forward", A.Receive(), ("a",))]
+    tasks = [task("a", 0, send(0, 250, 1)),
+             task("b", 1, A.Receive(), ("a",))]
     sim = Simulator(graph_with((250,)), None, nodes).simulate_taskgraph(TaskGraph(tasks), True)
     # d0 runs 2 .. 3.5; the fetch, dispatched at 5.5, leaves in 0.1 + 1 ms, then holds both
     # resources of the second hop for 0.2 + 2 ms
@@ -116,7 +118,7 @@ def test_a_transfer_books_every_hop_of_its_route():
 
 
 def test_devices_sharing_cores_share_them_fairly():
-    tasks = [Task("a", 0, "forward", A.Receive()), Task("b", 1, "forward", A.Receive())]
+    tasks = [task("a", 0, A.Receive()), task("b", 1, A.Receive())]
     free = simulate(graph_with((1,)), tasks, 2)
     one_core = simulate(graph_with((1,)), tasks, 2, cores=1)
     fraction = simulate(graph_with((1,)), tasks, 2, cores=1.5)
@@ -127,8 +129,8 @@ def test_devices_sharing_cores_share_them_fairly():
 
 
 def test_a_group_speeds_up_when_the_one_sharing_its_core_ends():
-    tasks = [Task("a", 0, "forward", A.Receive()), Task("a2", 0, "forward", A.Receive(), ("a",)),
-             Task("b", 1, "forward", A.Receive())]
+    tasks = [task("a", 0, A.Receive()), task("a2", 0, A.Receive(), ("a",)),
+             task("b", 1, A.Receive())]
     sim = simulate(graph_with((1,)), tasks, 2, cores=1)
     # from 2, a (2.5 ms of work) and b (1.5) each run at half speed; b is done at 5, when a has
     # 1 ms left, which it does alone by 6
@@ -144,7 +146,7 @@ def test_a_device_runs_its_groups_one_at_a_time_in_order(cores):
 
 
 def test_the_scheduler_dispatches_one_task_at_a_time():
-    tasks = [Task("a", 0, "forward", A.Receive()), Task("b", 1, "forward", A.Receive())]
+    tasks = [task("a", 0, A.Receive()), task("b", 1, A.Receive())]
     busy = machine(2)
     busy.overheads = replace(OVERHEADS, scheduler=1.0)
     sim = Simulator(graph_with((1,)), None, busy).simulate_taskgraph(TaskGraph(tasks))
@@ -156,9 +158,9 @@ def test_the_scheduler_dispatches_one_task_at_a_time():
 def test_the_scheduler_hands_each_device_its_program_once():
     """Only a device's program passes through the scheduler; the groups of the programs then
     wait for each other's outputs, pushed from worker to worker."""
-    tasks = [Task("a", 0, "forward", send(0, 1, 1)),
-             Task("b", 1, "forward", send(0, 1, 0), ("a",)),
-             Task("c", 0, "forward", A.Receive(), ("b",))]
+    tasks = [task("a", 0, send(0, 1, 1)),
+             task("b", 1, send(0, 1, 0), ("a",)),
+             task("c", 0, A.Receive(), ("b",))]
     busy = machine(2)
     busy.overheads = replace(OVERHEADS, scheduler=1.0)
     sim = Simulator(graph_with((1,)), None, busy).simulate_taskgraph(TaskGraph(tasks))
@@ -173,8 +175,8 @@ def test_the_scheduler_shares_the_cores_with_the_groups_running_there():
     # one core for two devices; the scheduler spends 1 ms per dispatch when the core is free
     shared = machine(2, cores=1)
     shared.overheads = replace(OVERHEADS, scheduler=1.0)
-    tasks = [Task("a", 0, "forward", A.Receive()), Task("a2", 0, "forward", A.Receive(), ("a",)),
-             Task("b", 1, "forward", A.Receive())]
+    tasks = [task("a", 0, A.Receive()), task("a2", 0, A.Receive(), ("a",)),
+             task("b", 1, A.Receive())]
     # a is dispatched 2 -> 3 (nothing running) and starts its 2.5 ms of work alone; b's
     # dispatch shares the core with a: 2 ms, 3 -> 5; from 5 a (0.5 ms left) and b (1.5 ms)
     # run at half speed: a ends at 6, b (1 ms left) then alone at 7
@@ -183,9 +185,9 @@ def test_the_scheduler_shares_the_cores_with_the_groups_running_there():
 
 
 def test_a_hop_that_starts_while_the_cores_are_busy_takes_longer():
-    tasks = [Task("a", 0, "forward", A.Receive()),
-             Task("c", 1, "forward", A.Receive()), Task("c2", 1, "forward", A.Receive(), ("c",)),
-             Task("b", 2, "forward", A.Receive(), ("a",))]
+    tasks = [task("a", 0, A.Receive()),
+             task("c", 1, A.Receive()), task("c2", 1, A.Receive(), ("c",)),
+             task("b", 2, A.Receive(), ("a",))]
     sim = simulate(graph_with((1,)), tasks, 3, cores=1)
     # a (1.5 ms of work) and c (2.5) share the core from 2: a ends at 5, c at 6; b's hop starts
     # at 5 beside c: 2 x 2 ms, then 0.1 ms to fetch a's output, and 1.5 ms alone
@@ -194,10 +196,10 @@ def test_a_hop_that_starts_while_the_cores_are_busy_takes_longer():
 
 
 def test_a_transfer_that_starts_while_the_cores_are_busy_takes_longer():
-    tasks = [Task("a", 0, "forward", send(0, 250, 1)),
-             Task("c", 2, "forward", A.Receive())]
-    tasks += [Task(f"c{k}", 2, "forward", A.Receive(), (tasks[-1].key,)) for k in range(5)]
-    tasks.append(Task("b", 1, "forward", A.Receive(), ("a",)))
+    tasks = [task("a", 0, send(0, 250, 1)),
+             task("c", 2, A.Receive())]
+    tasks += [task(f"c{k}", 2, A.Receive(), (tasks[-1].key,)) for k in range(5)]
+    tasks.append(task("b", 1, A.Receive(), ("a",)))
     sim = simulate(graph_with((250,)), tasks, 3, cores=1)
     # a (1.5 ms of work) and c (6.5) share the core from 2: a ends at 5; b's hop beside c takes
     # 2 x 2 ms, and at 9 its 1000 bytes 2 x (0.1 + 1) ms; c ends at 10, b runs alone from 11.2
@@ -208,16 +210,16 @@ def test_a_transfer_that_starts_while_the_cores_are_busy_takes_longer():
 def test_metrics_cost_no_task_of_their_own():
     # DaskExecutor.run takes the metric records from the workers once the iteration is done,
     # which the per-iteration overhead covers: a loss group is just a group
-    plain = simulate(graph_with((1,)), [Task("a", 0, "forward", A.Receive())], 1)
-    loss = simulate(graph_with((1,)), [Task("a", 0, "loss", A.Receive())], 1)
-    assert [p.name for p in loss.plans] == ["a-d0e0"]
+    plain = simulate(graph_with((1,)), [task("a", 0, A.Receive())], 1)
+    loss = simulate(graph_with((1,)), [task("a", 0, A.Receive(), phase="loss")], 1)
+    assert [p.name for p in loss.plans] == ["a-forward-d0e0"]
     assert loss.ends == plain.ends == pytest.approx([3.5])
     assert loss.time == plain.time == pytest.approx(6.5)
 
 
 def test_loaded_batches_come_over_the_clients_route():
     graph = graph_with((1000,))  # 4000 bytes, shipped whole with the task that loads it
-    tasks = [Task("load", 0, "forward", A.Load(0, Box(((0, 500),))))]
+    tasks = [task("load", 0, A.Load(0, Box(((0, 500),))))]
     sim = simulate(graph, tasks, 1)
     # dispatched at 2, the batch arrives 0.1 + 4 ms later, then 0.5 + 1 ms of work
     assert sim.ends == pytest.approx([2 + 4.1 + 1.5])
