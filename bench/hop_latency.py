@@ -19,7 +19,6 @@ hop, the slope of the iteration time over the chain's length.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from functools import partial
@@ -30,6 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 
 from local_cluster import local_cluster  # noqa: E402
+from command_line import command_line  # noqa: E402
 
 from distributed import Client  # noqa: E402
 
@@ -123,11 +123,7 @@ def executor_hop_ms(client: Client, workers: list[str], length: int, nbytes: int
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bytes", type=int, default=500_000)
-    parser.add_argument("--chains", type=int, default=15)
-    parser.add_argument("--length", type=int, default=6)
-    args = parser.parse_args()
+    args = command_line(__doc__, bytes=500_000, chains=15, length=6)
     with local_cluster(2) as cluster, Client(cluster) as client:
         workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
         for label, on in (("across workers", workers), ("on one worker ", workers[:1])):

@@ -18,7 +18,6 @@ as in the presets, weights owned by the first device of each layer), not FlexFlo
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 import dnn  # noqa: E402
+from command_line import command_line  # noqa: E402
 
 from flexflow.scheduler import machine as machine_module  # noqa: E402
 from flexflow.scheduler.search import SearchOptions, search  # noqa: E402
@@ -62,13 +62,8 @@ def fitting_batch(build, machine):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget", type=int, default=1000)
-    parser.add_argument("--deep-budget", type=int, default=100)
-    parser.add_argument("--k80-deep-budget", type=int, default=10)
-    parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--machines", default=",".join(MACHINES))
-    args = parser.parse_args()
+    args = command_line(__doc__, budget=1000, deep_budget=100, k80_deep_budget=10,
+                        models=",".join(MODELS), machines=",".join(MACHINES))
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
     rows = []
     for machine_name in args.machines.split(","):
@@ -93,8 +88,8 @@ def main():
                   f"speed-up {baseline.time / best.time:5.2f}x  ({seconds:.0f} s search){fits}",
                   flush=True)
     print()
-    print(f"| machine | model | batch/device | budget | data parallel (ms) | searched (ms) | "
-          f"speed-up | paper |")
+    print("| machine | model | batch/device | budget | data parallel (ms) | searched (ms) | "
+          "speed-up | paper |")
     print("|---|---|---|---|---|---|---|---|")
     for machine_name, name, per_device, budget, dp, searched, _, fits in rows:
         print(f"| {machine_name} | {name} | {per_device} | {budget} | {dp:.1f} | {searched:.1f} "

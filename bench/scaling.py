@@ -7,13 +7,13 @@ the number of dependent hops (Dask task levels) in one data-parallel iteration.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
 
 import numpy as np
 from distributed import LocalCluster
+from command_line import command_line
 
 from flexflow.core import ActiMode, FFConfig, FFModel, LossType, SGDOptimizer
 from flexflow.scheduler import cluster as cluster_module
@@ -72,11 +72,7 @@ def hop_count(groups) -> int:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--batch", type=int, default=64)
-    args = parser.parse_args()
+    args = command_line(__doc__, steps=10, repeats=3, batch=64)
     print(f"CNN 3x32x32, batch {args.batch}, {CORES} cores in all; median of {args.repeats} "
           f"runs of {args.steps} steps (cpu count {os.cpu_count()})")
     one, hops_one = throughput(1, args)

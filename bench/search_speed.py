@@ -11,7 +11,6 @@ with the load average).
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import statistics
@@ -22,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from dnn import alexnet, graph_of  # noqa: E402
+from command_line import command_line  # noqa: E402
 
 from flexflow.scheduler import machine as machine_module  # noqa: E402
 from flexflow.scheduler.search import SearchOptions, search  # noqa: E402
@@ -39,13 +39,8 @@ def timed_search(graph, objective, machine, options):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget", type=int, default=1000)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--full-runs", type=int, default=1)
-    parser.add_argument("--flags", default="default,all")
-    parser.add_argument("--machine", default="p100-4x4")
-    args = parser.parse_args()
+    args = command_line(__doc__, budget=1000, runs=3, full_runs=1, flags="default,all",
+                        machine="p100-4x4")
     machine = machine_module.preset(args.machine)
     n = machine.num_devices
     graph, objective = graph_of(alexnet, 64 * n)

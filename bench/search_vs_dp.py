@@ -12,7 +12,6 @@ compared by the median iteration time.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -25,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from dnn import alexnet_cifar  # noqa: E402
 from host_load import StealMeter, describe  # noqa: E402
 from local_cluster import local_cluster  # noqa: E402
+from command_line import command_line  # noqa: E402
 from simulator_accuracy import step_ms  # noqa: E402
 
 from flexflow.core import FFConfig, FFModel, LossType, SGDOptimizer  # noqa: E402
@@ -46,12 +46,7 @@ def compiled(argv):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--no-attribute", action="store_true")
-    args = parser.parse_args()
+    args = command_line(__doc__, budget=1000, rounds=5, steps=3, no_attribute=False)
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
     with local_cluster(2) as cluster:
         base = ["--scheduler", cluster.scheduler_address, "-ll:gpu", "2"]

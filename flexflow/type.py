@@ -5,60 +5,26 @@ from __future__ import annotations
 from enum import Enum
 
 
-class ActiMode(Enum):
-    AC_MODE_NONE = 10
-    AC_MODE_RELU = 11
-    AC_MODE_SIGMOID = 12
-    AC_MODE_TANH = 13
-    AC_MODE_GELU = 14
-
-
-class AggrMode(Enum):
-    AGGR_MODE_NONE = 20
-    AGGR_MODE_SUM = 21
-    AGGR_MODE_AVG = 22
-
-
-class PoolType(Enum):
-    POOL_MAX = 30
-    POOL_AVG = 31
-
-
-class DataType(Enum):
-    DT_BOOLEAN = 40
-    DT_INT32 = 41
-    DT_INT64 = 42
-    DT_FLOAT = 43
-    DT_DOUBLE = 44
-    DT_NONE = 49
-
-
-class LossType(Enum):
-    LOSS_CATEGORICAL_CROSSENTROPY = 50
-    LOSS_SPARSE_CATEGORICAL_CROSSENTROPY = 51
-    LOSS_MEAN_SQUARED_ERROR_AVG_REDUCE = 52
-    LOSS_MEAN_SQUARED_ERROR_SUM_REDUCE = 53
-    LOSS_IDENTITY = 54
-
-
-class CompMode(Enum):
-    TRAINING = 70
-    INFERENCE = 71
-
-
-class ParameterSyncType(Enum):
-    NONE = 80
-    PS = 81
-    NCCL = 82
-
-
-class MetricsType(Enum):
-    METRICS_ACCURACY = 1001
-    METRICS_CATEGORICAL_CROSSENTROPY = 1002
-    METRICS_SPARSE_CATEGORICAL_CROSSENTROPY = 1004
-    METRICS_MEAN_SQUARED_ERROR = 1008
-    METRICS_ROOT_MEAN_SQUARED_ERROR = 1016
-    METRICS_MEAN_ABSOLUTE_ERROR = 1032
+# The small enums, each a table of FlexFlow's member names and values.
+ActiMode = Enum("ActiMode", {
+    "AC_MODE_NONE": 10, "AC_MODE_RELU": 11, "AC_MODE_SIGMOID": 12, "AC_MODE_TANH": 13,
+    "AC_MODE_GELU": 14}, module=__name__)
+AggrMode = Enum("AggrMode", {
+    "AGGR_MODE_NONE": 20, "AGGR_MODE_SUM": 21, "AGGR_MODE_AVG": 22}, module=__name__)
+PoolType = Enum("PoolType", {"POOL_MAX": 30, "POOL_AVG": 31}, module=__name__)
+DataType = Enum("DataType", {
+    "DT_BOOLEAN": 40, "DT_INT32": 41, "DT_INT64": 42, "DT_FLOAT": 43, "DT_DOUBLE": 44,
+    "DT_NONE": 49}, module=__name__)
+LossType = Enum("LossType", {
+    "LOSS_CATEGORICAL_CROSSENTROPY": 50, "LOSS_SPARSE_CATEGORICAL_CROSSENTROPY": 51,
+    "LOSS_MEAN_SQUARED_ERROR_AVG_REDUCE": 52, "LOSS_MEAN_SQUARED_ERROR_SUM_REDUCE": 53,
+    "LOSS_IDENTITY": 54}, module=__name__)
+CompMode = Enum("CompMode", {"TRAINING": 70, "INFERENCE": 71}, module=__name__)
+ParameterSyncType = Enum("ParameterSyncType", {"NONE": 80, "PS": 81, "NCCL": 82}, module=__name__)
+MetricsType = Enum("MetricsType", {
+    "METRICS_ACCURACY": 1001, "METRICS_CATEGORICAL_CROSSENTROPY": 1002,
+    "METRICS_SPARSE_CATEGORICAL_CROSSENTROPY": 1004, "METRICS_MEAN_SQUARED_ERROR": 1008,
+    "METRICS_ROOT_MEAN_SQUARED_ERROR": 1016, "METRICS_MEAN_ABSOLUTE_ERROR": 1032}, module=__name__)
 
 
 class OpType(Enum):

@@ -60,7 +60,8 @@ def pow_base_grad(xp, dy, x, e):
 
 class Pointwise(Operator):
     """A function of one float tensor element by element: y has x's shape and dtype, and every
-    dim splits without communication. `what` names it in errors."""
+    dim splits without communication. `what` names it in errors. A subclass that is a function
+    of x alone gives `apply` (y of x) and `derivative` (dy/dx at x); the backward keeps x."""
 
     what: ClassVar[str]
 
@@ -69,6 +70,18 @@ class Pointwise(Operator):
 
     def dim_kinds(self, inputs):
         return independent_dim_kinds(inputs[0].ndim)
+
+    def forward(self, xp, xs, ws, part):
+        return [self.apply(xp, xs[0])], xs[0]
+
+    def backward(self, xp, dys, saved, part):
+        return [dys[0] * self.derivative(xp, saved)], []
+
+    def apply(self, xp, x):
+        raise NotImplementedError
+
+    def derivative(self, xp, x):
+        raise NotImplementedError
 
 
 _ACTIVATION_FUNCS = {"relu": "ReLU", "sigmoid": "Sigmoid", "tanh": "Tanh", "elu": "Elu",

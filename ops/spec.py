@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from enum import Enum
 
@@ -47,10 +49,7 @@ class TensorSpec:
 
     @property
     def size(self) -> int:
-        size = 1
-        for n in self.shape:
-            size *= n
-        return size
+        return math.prod(self.shape)
 
     @property
     def itemsize(self) -> int:

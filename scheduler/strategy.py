@@ -7,6 +7,8 @@ file readers convert. Partition p has grid coordinates `unravel_index(p, degrees
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from itertools import product
 from typing import Mapping
@@ -26,10 +28,7 @@ class ParallelConfig:
 
     @property
     def num_parts(self) -> int:
-        total = 1
-        for d in self.degrees:
-            total *= d
-        return total
+        return math.prod(self.degrees)
 
     def boxes(self, shape: tuple[int, ...]) -> list[Box]:
         """Equal boxes of `shape`, in partition order."""

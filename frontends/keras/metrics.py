@@ -24,36 +24,26 @@ class Metric:
         return self.metrics_type
 
 
-class Accuracy(Metric):
-    """Fraction of samples whose largest output is the label's class."""
-
-    metrics_type = MetricsType.METRICS_ACCURACY
-    default_name = "accuracy"
+def _metric(class_name: str, metrics_type: MetricsType, default_name: str) -> type[Metric]:
+    return type(class_name, (Metric,), {"metrics_type": metrics_type,
+                                        "default_name": default_name, "__module__": __name__})
 
 
-class CategoricalCrossentropy(Metric):
-    metrics_type = MetricsType.METRICS_CATEGORICAL_CROSSENTROPY
-    default_name = "categorical_crossentropy"
-
-
-class SparseCategoricalCrossentropy(Metric):
-    metrics_type = MetricsType.METRICS_SPARSE_CATEGORICAL_CROSSENTROPY
-    default_name = "sparse_categorical_crossentropy"
-
-
-class MeanSquaredError(Metric):
-    metrics_type = MetricsType.METRICS_MEAN_SQUARED_ERROR
-    default_name = "mean_squared_error"
-
-
-class RootMeanSquaredError(Metric):
-    metrics_type = MetricsType.METRICS_ROOT_MEAN_SQUARED_ERROR
-    default_name = "root_mean_squared_error"
-
-
-class MeanAbsoluteError(Metric):
-    metrics_type = MetricsType.METRICS_MEAN_ABSOLUTE_ERROR
-    default_name = "mean_absolute_error"
+# Accuracy: the fraction of samples whose largest output is the label's class.
+Accuracy = _metric("Accuracy", MetricsType.METRICS_ACCURACY, "accuracy")
+CategoricalCrossentropy = _metric("CategoricalCrossentropy",
+                                  MetricsType.METRICS_CATEGORICAL_CROSSENTROPY,
+                                  "categorical_crossentropy")
+SparseCategoricalCrossentropy = _metric("SparseCategoricalCrossentropy",
+                                        MetricsType.METRICS_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                        "sparse_categorical_crossentropy")
+MeanSquaredError = _metric("MeanSquaredError", MetricsType.METRICS_MEAN_SQUARED_ERROR,
+                           "mean_squared_error")
+RootMeanSquaredError = _metric("RootMeanSquaredError",
+                               MetricsType.METRICS_ROOT_MEAN_SQUARED_ERROR,
+                               "root_mean_squared_error")
+MeanAbsoluteError = _metric("MeanAbsoluteError", MetricsType.METRICS_MEAN_ABSOLUTE_ERROR,
+                            "mean_absolute_error")
 
 
 _BY_NAME = {cls.default_name: cls for cls in (

@@ -12,7 +12,7 @@ from flexflow import profiling
 from flexflow.core import FFConfig, FFModel, LossType, MetricsType, SGDOptimizer
 from flexflow.scheduler import actions as A
 
-from ..parallel.models import MODELS, batches
+from ..parallel.models import MODELS, train_losses
 from ..search.helpers import TWO_GPUS_FILE
 from .run import TINY_MLP, launch
 
@@ -41,13 +41,7 @@ def train(argv, steps=4):
     inputs = MODELS["cnn_batch_norm"](ff)
     ff.compile(optimizer=SGDOptimizer(ff, lr=0.05), metrics=[MetricsType.METRICS_ACCURACY],
                loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
-    losses = []
-    for xs, y in batches(inputs, steps):
-        for tensor, array in zip(inputs, xs):
-            tensor.set_tensor(ff, array)
-        ff.label_tensor.set_tensor(ff, y)
-        losses.append(ff.train_step())
-    return ff, losses
+    return ff, train_losses(ff, inputs, steps)
 
 
 def rows(table: str) -> dict[str, list[str]]:

@@ -3,9 +3,8 @@ import pytest
 import torch
 
 from flexflow.ops.erf import Erf
-from flexflow.ops.spec import ShapeError, TensorSpec
 
-from .op_check import check_op, check_partitioned, ffmodel_with_input, layer_op, randn, run_op
+from .op_check import check_op, check_partitioned, randn, run_op
 
 
 @pytest.mark.parametrize("shape", [(4, 6), (2, 3, 5), (2, 3, 2, 4)])
@@ -22,14 +21,3 @@ def test_erf_is_accurate_across_its_range():
 @pytest.mark.parametrize("dim", [0, 1, 2])
 def test_erf_partitions_tile_the_output(dim):
     check_partitioned(Erf(), [randn(4, 2, 6, seed=1)], [], dim)
-
-
-def test_erf_rejects_integer_input():
-    with pytest.raises(ShapeError, match="int64"):
-        Erf().infer([TensorSpec((2, 3), "int64")])
-
-
-def test_ffmodel_erf_builds_the_layer():
-    ffmodel, x = ffmodel_with_input(2, 3)
-    y = ffmodel.erf(x, name="e")
-    assert y.dims == (2, 3) and isinstance(layer_op(y), Erf)

@@ -3,9 +3,8 @@ import pytest
 import torch
 
 from flexflow.ops.log import Log
-from flexflow.ops.spec import ShapeError, TensorSpec
 
-from .op_check import check_op, check_partitioned, ffmodel_with_input, layer_op, randn, run_op
+from .op_check import check_op, check_partitioned, randn, run_op
 
 
 def positive(*shape, seed=1):
@@ -28,14 +27,3 @@ def test_log_of_zero_and_negatives_is_torch_s_inf_and_nan_without_warnings(recwa
 @pytest.mark.parametrize("dim", [0, 1, 2])
 def test_log_partitions_tile_the_output(dim):
     check_partitioned(Log(), [positive(4, 2, 6)], [], dim)
-
-
-def test_log_rejects_integer_input():
-    with pytest.raises(ShapeError, match="int32"):
-        Log().infer([TensorSpec((2, 3), "int32")])
-
-
-def test_ffmodel_log_builds_the_layer():
-    ffmodel, x = ffmodel_with_input(2, 3)
-    y = ffmodel.log(x, name="l")
-    assert y.dims == (2, 3) and isinstance(layer_op(y), Log)

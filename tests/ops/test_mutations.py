@@ -13,64 +13,23 @@ from . import test_softmax
 from .op_check import check_partitioned, randn
 
 
-def without_weight_grads(backward):
-    def broken(self, xp, dys, saved, part):
-        dxs, _ = backward(self, xp, dys, saved, part)
-        return dxs, []
-    return broken
+class Mutation(NamedTuple):
+    path: str | None   # the kernel path it breaks (None: both)
+    owner: object      # what holds the kernel
+    attribute: str
+    breaking: Callable  # original -> broken
+    check: Callable[[], None]
 
 
-def without_input_grads(backward):
-    def broken(self, xp, dys, saved, part):
-        _, dws = backward(self, xp, dys, saved, part)
-        return [], dws
-    return broken
+MUTATIONS: dict[str, Mutation] = {}
 
 
-def scaled_output(forward):
-    def broken(self, *args):
-        ys, saved = forward(self, *args)
-        ys[0] *= 1.001
-        return ys, saved
-    return broken
-
-
-def scaled_first_weight_grad(backward):
-    def broken(self, *args):
-        dxs, dws = backward(self, *args)
-        return dxs, [dws[0] * 1.001] + list(dws[1:])
-    return broken
-
-
-def ignored(_original):
-    return lambda *args, **kwargs: None
-
-
-def activation_mask_dropped(_original):
-    return lambda array_module, mode, dy, saved: dy
-
-
-def running_statistics(forward):
-    def broken(self, aten, x, ws, training):
-        return forward(self, aten, x, ws, False)
-    return broken
-
-
-def plain_momentum(update):
-    def broken(self, *args):
-        return update(dataclasses.replace(self, nesterov=False), *args)
-    return broken
-
-
-def unscaled_epsilon(_original):
-    """torch's fused Adam with FlexFlow's epsilon as it is: torch adds it to the corrected root."""
-    def broken(self, aten, weight, grad, state, t):
-        tensors = [[aten.tensor(a)] for a in (weight, grad, state["m"], state["v"])]
-        aten.torch._fused_adam_(*tensors, [], [aten.torch.tensor(float(t))], lr=self.alpha,
-                                beta1=self.beta1, beta2=self.beta2,
-                                weight_decay=self.weight_decay, eps=self.epsilon,
-                                amsgrad=False, maximize=False)
-    return broken
+def breaks(name: str, path: str | None, owner, attribute: str, check: Callable[[], None]):
+    """Registers the decorated `original -> broken` function as the mutation `name`."""
+    def register(breaking):
+        MUTATIONS[name] = Mutation(path, owner, attribute, breaking, check)
+        return breaking
+    return register
 
 
 def conv_case():
@@ -83,81 +42,102 @@ def conv_halo_case():
     check_partitioned(op, [x], test_conv2d.weights(op, x), 2, parts=3)
 
 
+def dense_case():
+    test_dense.test_dense_matches_torch((4, 6), "relu", True)
+
+
+@breaks("dense without weight gradients", None, dense.Dense, "backward", dense_case)
+def without_weight_grads(backward):
+    def broken(self, xp, dys, saved, part):
+        dxs, _ = backward(self, xp, dys, saved, part)
+        return dxs, []
+    return broken
+
+
+@breaks("softmax without input gradients", None, softmax.Softmax, "backward",
+        lambda: test_softmax.test_softmax_matches_torch((4, 6), -1))
+def without_input_grads(backward):
+    def broken(self, xp, dys, saved, part):
+        _, dws = backward(self, xp, dys, saved, part)
+        return [], dws
+    return broken
+
+
+@breaks("conv2d output off by 0.1%", "vendor", conv2d.Conv2D, "_aten_forward", conv_case)
+def scaled_output(forward):
+    def broken(self, *args):
+        ys, saved = forward(self, *args)
+        ys[0] *= 1.001
+        return ys, saved
+    return broken
+
+
+@breaks("conv2d kernel gradient off by 0.1%", "vendor", conv2d.Conv2D, "_aten_backward",
+        conv_case)
+def scaled_first_weight_grad(backward):
+    def broken(self, *args):
+        dxs, dws = backward(self, *args)
+        return dxs, [dws[0] * 1.001] + list(dws[1:])
+    return broken
+
+
+@breaks("conv2d border partition's gradient lost", "vendor", conv2d.Windows,
+        "aten_input_grad", conv_halo_case)
+def border_gradient_lost(aten_input_grad):
+    return lambda self, grad, explicit: aten_input_grad(self, grad, explicit) * (not explicit)
+
+
+@breaks("reference conv2d gradient columns not folded", "reference", conv2d, "_fold_columns",
+        conv_case)
+def ignored(_original):
+    return lambda *args, **kwargs: None
+
+
+@breaks("ReLU backward passes every gradient", "vendor", conv2d, "aten_activate_backward",
+        lambda: test_conv2d.test_depthwise_conv2d_matches_torch("relu", True))
+@breaks("reference ReLU backward passes every gradient", "reference", dense,
+        "activate_backward", dense_case)
+def activation_mask_dropped(_original):
+    return lambda array_module, mode, dy, saved: dy
+
+
+@breaks("max pooling gradient spread over its window", "vendor", pool2d.Pool2D,
+        "_aten_backward", lambda: test_pool2d.test_pool2d_matches_torch(
+            (2, 2), (2, 2), ((0, 0), (0, 0)), "max", True))
 def max_as_average(backward):
     def broken(self, aten, dy, tensor, padding, explicit, winner, act_saved, windows):
         return backward(self, aten, dy, tensor, padding, explicit, None, act_saved, windows)
     return broken
 
 
-def dense_case():
-    test_dense.test_dense_matches_torch((4, 6), "relu", True)
+@breaks("batch norm trains on running statistics", "vendor", batch_norm.BatchNorm,
+        "_aten_forward",
+        lambda: test_batch_norm.test_batch_norm_matches_torch((4, 3, 5, 6), True, True))
+def running_statistics(forward):
+    def broken(self, aten, x, ws, training):
+        return forward(self, aten, x, ws, False)
+    return broken
 
 
-def softmax_case():
-    test_softmax.test_softmax_matches_torch((4, 6), -1)
+@breaks("nesterov momentum ignored", None, optimizers.SGD, "update",
+        lambda: test_optimizers.test_sgd_matches_torch(0.9, True, 0.0))
+def plain_momentum(update):
+    def broken(self, *args):
+        return update(dataclasses.replace(self, nesterov=False), *args)
+    return broken
 
 
-def depthwise_case():
-    test_conv2d.test_depthwise_conv2d_matches_torch("relu", True)
-
-
-def max_pool_case():
-    test_pool2d.test_pool2d_matches_torch((2, 2), (2, 2), ((0, 0), (0, 0)), "max", True)
-
-
-def batch_norm_case():
-    test_batch_norm.test_batch_norm_matches_torch((4, 3, 5, 6), True, True)
-
-
-def nesterov_case():
-    test_optimizers.test_sgd_matches_torch(0.9, True, 0.0)
-
-
-def adam_epsilon_case():
-    test_optimizers.test_adam_follows_flexflow_s_rule(0.0, 0.1)
-
-
-def border_gradient_lost(aten_input_grad):
-    return lambda self, grad, explicit: aten_input_grad(self, grad, explicit) * (not explicit)
-
-
-class Mutation(NamedTuple):
-    path: str | None   # the kernel path it breaks (None: both)
-    owner: object      # what holds the kernel
-    attribute: str
-    breaking: Callable  # original -> broken
-    check: Callable[[], None]
-
-
-MUTATIONS = {
-    "dense without weight gradients":
-        Mutation(None, dense.Dense, "backward", without_weight_grads, dense_case),
-    "softmax without input gradients":
-        Mutation(None, softmax.Softmax, "backward", without_input_grads, softmax_case),
-    "conv2d output off by 0.1%":
-        Mutation("vendor", conv2d.Conv2D, "_aten_forward", scaled_output, conv_case),
-    "conv2d kernel gradient off by 0.1%":
-        Mutation("vendor", conv2d.Conv2D, "_aten_backward", scaled_first_weight_grad, conv_case),
-    "conv2d border partition's gradient lost":
-        Mutation("vendor", conv2d.Windows, "aten_input_grad", border_gradient_lost,
-                 conv_halo_case),
-    "reference conv2d gradient columns not folded":
-        Mutation("reference", conv2d, "_fold_columns", ignored, conv_case),
-    "ReLU backward passes every gradient":
-        Mutation("vendor", conv2d, "aten_activate_backward", activation_mask_dropped,
-                 depthwise_case),
-    "reference ReLU backward passes every gradient":
-        Mutation("reference", dense, "activate_backward", activation_mask_dropped, dense_case),
-    "max pooling gradient spread over its window":
-        Mutation("vendor", pool2d.Pool2D, "_aten_backward", max_as_average, max_pool_case),
-    "batch norm trains on running statistics":
-        Mutation("vendor", batch_norm.BatchNorm, "_aten_forward", running_statistics,
-                 batch_norm_case),
-    "nesterov momentum ignored":
-        Mutation(None, optimizers.SGD, "update", plain_momentum, nesterov_case),
-    "Adam's epsilon not rescaled for torch":
-        Mutation("vendor", optimizers.Adam, "_aten_update", unscaled_epsilon, adam_epsilon_case),
-}
+@breaks("Adam's epsilon not rescaled for torch", "vendor", optimizers.Adam, "_aten_update",
+        lambda: test_optimizers.test_adam_follows_flexflow_s_rule(0.0, 0.1))
+def unscaled_epsilon(_original):
+    """torch's fused Adam with FlexFlow's epsilon as it is: torch adds it to the corrected root."""
+    def broken(self, aten, weight, grad, state, t):
+        tensors = [[aten.tensor(a)] for a in (weight, grad, state["m"], state["v"])]
+        aten.torch._fused_adam_(*tensors, [], [aten.torch.tensor(float(t))], lr=self.alpha,
+                                beta1=self.beta1, beta2=self.beta2,
+                                weight_decay=self.weight_decay, eps=self.epsilon,
+                                amsgrad=False, maximize=False)
+    return broken
 
 
 @pytest.mark.parametrize("name", list(MUTATIONS))

@@ -14,25 +14,30 @@ CLASSES = 4
 VOCABULARY = 20  # embedding_bag's tokens; each class draws from its own share of them
 
 
+def classify(ff, features, inputs: list) -> list:
+    """Ends a model in a dense softmax over CLASSES; returns its `inputs`."""
+    ff.softmax(ff.dense(features, CLASSES))
+    return inputs
+
+
+def conv_batch_norm(ff, t, channels: int, relu: bool = True):
+    """A 3x3 convolution keeping the size, then a batch norm (with its ReLU, or without)."""
+    return ff.batch_norm(ff.conv2d(t, channels, 3, 3, 1, 1, 1, 1), relu)
+
+
 def mlp(ff):
     x = ff.create_tensor([BATCH, 12], DataType.DT_FLOAT)
     t = ff.dense(x, 16, ActiMode.AC_MODE_RELU)
     t = ff.dense(t, 8)
     t = ff.relu(t)
-    ff.softmax(ff.dense(t, CLASSES))
-    return [x]
+    return classify(ff, t, [x])
 
 
 def cnn_batch_norm(ff):
     x = ff.create_tensor([BATCH, 3, 8, 8], DataType.DT_FLOAT)
-    t = ff.conv2d(x, 4, 3, 3, 1, 1, 1, 1)
-    t = ff.batch_norm(t)
-    t = ff.pool2d(t, 2, 2, 2, 2, 0, 0)
-    t = ff.conv2d(t, 8, 3, 3, 1, 1, 1, 1)
-    t = ff.batch_norm(t, False)
-    t = ff.flat(t)
-    ff.softmax(ff.dense(t, CLASSES))
-    return [x]
+    t = ff.pool2d(conv_batch_norm(ff, x, 4), 2, 2, 2, 2, 0, 0)
+    t = ff.flat(conv_batch_norm(ff, t, 8, relu=False))
+    return classify(ff, t, [x])
 
 
 def concat_cnn(ff):
@@ -43,21 +48,16 @@ def concat_cnn(ff):
     t = ff.conv2d(t, 8, 3, 3, 1, 1, 1, 1, ActiMode.AC_MODE_RELU)
     t = ff.pool2d(t, 2, 2, 2, 2, 0, 0, PoolType.POOL_MAX)
     t = ff.flat(t)
-    ff.softmax(ff.dense(t, CLASSES))
-    return [x]
+    return classify(ff, t, [x])
 
 
 def residual_block(ff):
     x = ff.create_tensor([BATCH, 4, 8, 8], DataType.DT_FLOAT)
-    t = ff.conv2d(x, 4, 3, 3, 1, 1, 1, 1)
-    t = ff.batch_norm(t)
-    t = ff.conv2d(t, 4, 3, 3, 1, 1, 1, 1)
-    t = ff.batch_norm(t, False)
+    t = conv_batch_norm(ff, conv_batch_norm(ff, x, 4), 4, relu=False)
     t = ff.relu(ff.add(t, x))
     t = ff.pool2d(t, 2, 2, 2, 2, 0, 0, PoolType.POOL_AVG)
     t = ff.flat(t)
-    ff.softmax(ff.dense(t, CLASSES))
-    return [x]
+    return classify(ff, t, [x])
 
 
 def transformer_block(ff):
@@ -68,15 +68,13 @@ def transformer_block(ff):
     f = ff.dense(f, 8)
     t = ff.layer_norm(ff.add(f, t), [-1])
     t = ff.mean(t, [1])
-    ff.softmax(ff.dense(t, CLASSES))
-    return [x]
+    return classify(ff, t, [x])
 
 
 def embedding_bag(ff):
     x = ff.create_tensor([BATCH, 5], DataType.DT_INT32)
     t = ff.embedding(x, VOCABULARY, 8, AggrMode.AGGR_MODE_SUM)
-    ff.softmax(ff.dense(t, CLASSES))
-    return [x]
+    return classify(ff, t, [x])
 
 
 MODELS = {"mlp": mlp, "cnn_batch_norm": cnn_batch_norm, "concat_cnn": concat_cnn,
@@ -97,6 +95,17 @@ def batches(inputs, steps: int, seed: int = 0):
         xs = [_class_samples(t, template, labels, rng) for t, template in zip(inputs, templates)]
         out.append((xs, labels.reshape(BATCH, 1).astype(np.int32)))
     return out
+
+
+def train_losses(ff, inputs, steps: int) -> list[float]:
+    """The losses of `steps` training steps of `ff` on `batches(inputs, steps)`."""
+    losses = []
+    for xs, y in batches(inputs, steps):
+        for tensor, array in zip(inputs, xs):
+            tensor.set_tensor(ff, array)
+        ff.label_tensor.set_tensor(ff, y)
+        losses.append(ff.train_step())
+    return losses
 
 
 def _class_samples(tensor, template, labels, rng):

@@ -16,10 +16,11 @@ from flexflow.scheduler.distributed import programs
 from flexflow.scheduler.fusion import fuse
 from flexflow.scheduler.messages import Grad, WeightGrad
 from flexflow.scheduler.push import POLL_S, Cancelled, Mailbox, Parcel
-from flexflow.scheduler.taskgraph import Task
+
+from ..search.helpers import task
 
 from .cluster import loopback_cluster
-from .models import BATCH, batches, mlp, strategy
+from .models import BATCH, batches, mlp, strategy, train_losses
 
 
 def test_a_mailbox_hands_over_what_arrives_later_from_another_thread():
@@ -63,10 +64,10 @@ def test_a_parcel_crosses_dask_s_wire_format_whole():
 
 
 def test_each_device_s_program_lists_where_its_groups_send():
-    tasks = [Task("a-forward-0", 0, "forward", Receive()),
-             Task("b-forward-0", 1, "forward", Receive()),
-             Task("c-forward-0", 0, "forward", Receive(), ("a-forward-0", "b-forward-0")),
-             Task("d-forward-0", 1, "forward", Receive(), ("c-forward-0",))]
+    tasks = [task("a", 0, Receive()),
+             task("b", 1, Receive()),
+             task("c", 0, Receive(), ("a", "b")),
+             task("d", 1, Receive(), ("c",))]
     steps = programs(fuse(tasks))
     assert [(s.group.name, s.deliver_to) for s in steps[0]] == [("a-forward-d0e0", ()),
                                                                 ("c-forward-d0e1", (1,))]
@@ -89,15 +90,6 @@ def compiled(argv, kind=None):
                loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
                strategy=None if kind is None else strategy(kind, ff.graph, 2))
     return ff, inputs
-
-
-def losses(ff, inputs, steps):
-    out = []
-    for xs, y in batches(inputs, steps):
-        inputs[0].set_tensor(ff, xs[0])
-        ff.label_tensor.set_tensor(ff, y)
-        out.append(ff.train_step())
-    return out
 
 
 def in_time(fn, seconds: float):
@@ -123,7 +115,7 @@ def test_a_device_that_fails_releases_the_devices_waiting_for_it(scheduler_addre
     back the same model trains on (device 0's worker is not stuck), with the in-process run's
     losses."""
     reference, reference_inputs = compiled([])
-    expected = losses(reference, reference_inputs, 2)
+    expected = train_losses(reference, reference_inputs, 2)
     ff, inputs = compiled(["--scheduler", scheduler_address, "-ll:gpu", "2"], "parameter")
     weights = {(i, k): ff.get_layer_by_id(i).get_parameter_by_id(k).get_weights(ff)
                for i in range(len(ff.graph.layers))
@@ -135,7 +127,7 @@ def test_a_device_that_fails_releases_the_devices_waiting_for_it(scheduler_addre
     outcome = in_time(ff.train_step, 60)
     assert isinstance(outcome.get("error"), KeyError), outcome
     ff.compiled.executor.set_weights(weights)
-    outcome = in_time(lambda: losses(ff, inputs, 2), 60)
+    outcome = in_time(lambda: train_losses(ff, inputs, 2), 60)
     np.testing.assert_allclose(outcome["value"], expected, rtol=1e-5)
 
 
@@ -153,6 +145,6 @@ def test_an_iteration_s_programs_reach_the_scheduler_in_one_graph(scheduler_addr
             graphs.append(sorted(message["keys"]))
         return send(message)
     monkeypatch.setattr(client, "_send_to_scheduler", counted)
-    losses(ff, inputs, 1)
+    train_losses(ff, inputs, 1)
     assert len(graphs) == 1
     assert [key.split("-")[-3] for key in graphs[0]] == ["d0e0", "d1e0"]

@@ -10,7 +10,7 @@ import pytest
 
 from flexflow.core import FFConfig, FFModel, LossType, MetricsType, SGDOptimizer
 
-from .models import BATCH, CASES, MODELS, batches, strategy
+from .models import BATCH, CASES, MODELS, strategy, train_losses
 from .training import assert_trains
 
 STEPS = 10
@@ -32,13 +32,7 @@ def compiled(build, argv, kind=None, n=1):
 
 
 def fit(ff, inputs) -> np.ndarray:
-    losses = []
-    for xs, y in batches(inputs, STEPS):
-        for tensor, array in zip(inputs, xs):
-            tensor.set_tensor(ff, array)
-        ff.label_tensor.set_tensor(ff, y)
-        losses.append(ff.train_step())
-    return np.array(losses)
+    return np.array(train_losses(ff, inputs, STEPS))
 
 
 def weights(ff) -> dict:
