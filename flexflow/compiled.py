@@ -26,6 +26,7 @@ from .deployment import Deployment, deploy, update_rule
 from .scheduler.actions import IterationState
 from .scheduler.cluster import WorkerLost
 from .scheduler.executor import Executor
+from .scheduler.feeds import Rows
 from .scheduler.taskgraph import Objective
 
 
@@ -99,7 +100,8 @@ class CompiledRun:
         taken out). A run that updates counts an update; `NonFiniteError` if it trained on a
         value that is not finite (flexflow/nonfinite.py)."""
         if self._journal is not None:  # an attached array may be refilled before a replay
-            state = replace(state, feeds={t: np.array(a) for t, a in state.feeds.items()})
+            state = replace(state, feeds={t: feed if isinstance(feed, Rows) else np.array(feed)
+                                          for t, feed in state.feeds.items()})
         pieces = self.perform(lambda executor: executor.run(*phases, state=state,
                                                             zero_gradients=zero_gradients))
         if self.profiler:
@@ -119,6 +121,10 @@ class CompiledRun:
         if self._journal is None:
             return action(self.executor)
         return self._journal.perform(self, action, record)
+
+    def release(self, data_sets) -> None:
+        """The workers may drop their copies of these `feeds.DataSet`s (a fit has ended)."""
+        self.executor.release(data_sets)
 
     # ---- training state -------------------------------------------------------------------------
     def capture(self) -> checkpoint.TrainingState:

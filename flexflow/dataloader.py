@@ -1,8 +1,10 @@
 """Data loaders: feed a model input (or the label) batch by batch from a host array.
 
-Batches are read sequentially from sample 0 with no shuffling, as FlexFlow does; `next_batch`
-hands the model a view of the next `batch_size` samples, which the devices slice further to the
-boxes their partitions need.
+Batches are read sequentially from sample 0 with no shuffling, as FlexFlow does. The loader's
+array is a `DataSet` (scheduler/feeds.py): on a cluster it is placed on the workers that load it
+once, as FlexFlow copies a loader's array to the devices' side once, and `next_batch` hands the
+model the rows of the next `batch_size` samples, which the devices cut out themselves (and
+slice further to the boxes their partitions need).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ops.spec import ShapeError
+from .scheduler.feeds import DataSet
 from .tensor import Tensor, tensor_name
 from .type import NUMPY_DTYPE
 
@@ -23,11 +26,12 @@ class SingleDataLoader:
                              f"has no data; call attach_numpy_array on it first")
         self._model = ffmodel
         self._input = input
-        self._array = check_full_array(ffmodel, input, array)
-        self._num_samples = len(self._array) if num_samples is None else int(num_samples)
-        if not 0 < self._num_samples <= len(self._array):
+        self._data = DataSet(np.array(check_full_array(ffmodel, input, array)))  # a snapshot
+        samples = len(self._data.array)
+        self._num_samples = samples if num_samples is None else int(num_samples)
+        if not 0 < self._num_samples <= samples:
             raise ShapeError(f"data loader: num_samples {self._num_samples} must be in "
-                             f"1..{len(self._array)}")
+                             f"1..{samples}")
         self._position = 0
 
     @property
@@ -51,7 +55,8 @@ class SingleDataLoader:
         batch = self._input.dims[0]
         if self._position + batch > self._num_samples:
             self._position = 0
-        self._input.set_tensor(self._model, self._array[self._position:self._position + batch])
+        self._model._feed(self._input._id,
+                          self._data[self._position:self._position + batch])
         self._position += batch
 
 

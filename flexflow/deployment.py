@@ -78,7 +78,8 @@ def deploy(model, objective: Objective, loss, cluster, strategy: dict | None, fi
                                         simulator.machine.describe())
     ctx = Context(model.graph, loss)
     if cluster:
-        executor = DaskExecutor(taskgraph, ctx, cluster.client, cluster.workers, config.cpu_only)
+        executor = DaskExecutor(taskgraph, ctx, cluster.client, cluster.workers, config.cpu_only,
+                                cluster.memory)
     else:
         executor = LocalExecutor(taskgraph, ctx, num_devices,
                                  cluster_module.array_module(config.cpu_only))

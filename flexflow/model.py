@@ -47,6 +47,7 @@ from .ops.spec import ShapeError, TensorSpec
 from .ops.weight import Weight
 from .ops.where import Where
 from .nonfinite import NonFiniteError
+from .scheduler.feeds import host_batch
 from .scheduler.taskgraph import Objective
 from .tensor import Parameter, Tensor, tensor_name
 from .type import (ACTIVATION, AGGREGATION, NUMPY_DTYPE, ActiMode, AggrMode, CompMode, DataType,
@@ -64,7 +65,7 @@ class FFModel:
         self._optimizer = None
         self._label_id: int | None = None
         self._compiled: CompiledRun | None = None  # what compile() made
-        self._feeds: dict[int, np.ndarray] = {}  # the batches fed for the next run
+        self._feeds: dict = {}  # the batches fed for the next run: host arrays or feeds.Rows
         self._training = True  # the mode of the last forward pass (backward runs in it)
         self._perf = PerfMetrics()
         self._comp_mode = CompMode.TRAINING
@@ -573,13 +574,15 @@ class FFModel:
     def _is_label(self, tensor_id: int) -> bool:
         return tensor_id == self._label_id
 
-    def _feed(self, tensor_id: int, array: np.ndarray) -> None:
+    def _feed(self, tensor_id: int, array) -> None:
+        """Feed a host array, or the `feeds.Rows` of a data set, for the next run."""
         self._feeds[tensor_id] = array
 
     def _read_tensor(self, tensor_id: int, for_write: bool = False) -> np.ndarray:
         spec = self.graph.tensors[tensor_id].spec
         if tensor_id in self._feeds:
-            return np.array(self._feeds[tensor_id]) if for_write else self._feeds[tensor_id]
+            batch = host_batch(self._feeds[tensor_id])
+            return np.array(batch) if for_write else batch
         if self.graph.tensors[tensor_id].producer is None:
             if for_write:  # mapping an unfed input to fill it in, as FlexFlow scripts do
                 return np.zeros(spec.shape, spec.dtype)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .scheduler.actions import NONFINITE_GRADIENT
+from .scheduler.feeds import host_batches
 from .tensor import tensor_name
 
 
@@ -86,7 +87,7 @@ class _Reader:
     """Host copies of this iteration's data, read from the devices on request."""
 
     def __init__(self, run, feeds):
-        self.run, self.feeds = run, feeds
+        self.run, self.feeds = run, host_batches(feeds)
         self.model = run.model
         self.graph = run.model.graph
 

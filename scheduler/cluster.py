@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import logging
 import sys
+from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,9 @@ from .security import TLSFiles, client_security, encryption_required, local_clus
 
 _STARTED: dict[tuple, "Cluster"] = {}
 WATCH_S = 1.0  # how often a client waiting on tasks checks that their workers are still there
+# A task's future ends so when it failed, or when Dask lost what it needed (a worker that held a
+# scattered input left)
+FAILED = ("error", "cancelled")
 
 
 @dataclass
@@ -93,10 +97,13 @@ def watched_wait(client, futures: list, workers: list[str], during: str) -> None
         while pending:
             try:
                 done, pending = wait(pending, timeout=WATCH_S, return_when="FIRST_COMPLETED")
-                if any(future.status == "error" for future in done):
+                if any(future.status in FAILED for future in done):
                     return
             except TimeoutError:
                 check_alive(client, workers, during, futures)
+            except CancelledError:  # Dask lost what a task needed: a worker that held it left
+                check_alive(client, workers, during, futures)
+                raise
 
 
 def watched_gather(client, futures: list, workers: list[str], during: str) -> list:
@@ -109,6 +116,9 @@ def watched_gather(client, futures: list, workers: list[str], during: str) -> li
             return client.sync(client._gather, futures, callback_timeout=WATCH_S)
         except TimeoutError:
             check_alive(client, workers, during, futures)
+        except CancelledError:
+            check_alive(client, workers, during, futures)
+            raise
 
 
 def disconnect(address: str) -> None:

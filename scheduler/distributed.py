@@ -31,9 +31,12 @@ from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 from .actions import Context, IterationState, Load
 from .allocator import keep_freed_memory
-from .cluster import alive, array_module, check_alive, watched_gather, watched_wait
+from .cluster import (FAILED, alive, array_module, check_alive, watched_gather,
+                      watched_wait)
 from .executor import Executor, run_tasks, start_iteration
+from .feeds import Rows, host_batch
 from .fusion import Group
+from .kept_data import KeptData
 from .messages import receive
 from .push import HANDLER, Mailbox, Parcel, post, settle, task_wanted
 from .store import DeviceStore
@@ -104,10 +107,11 @@ def _deliver(model: str, device: int, iteration: int, source: str, items: Parcel
 
 
 def _run_program(model_id: str, device: int, iteration: int, phases: tuple[str, ...],
-                 clearing: tuple[bool, bool], state: IterationState, feeds: dict,
-                 peers: list[str]) -> list:
+                 clearing: tuple[bool, bool], state: IterationState, rows: dict,
+                 feeds: dict, peers: list[str]) -> list:
     """Run this device's program for `phases` (its groups of `iteration`) on this worker's
-    store, on `state` with the batches `feeds` it loads (`clearing`: whether to drop the last
+    store, on `state` with the batches `feeds` it loads (for the tensors in `rows`, a data set
+    kept here, of which the batch is those rows) (`clearing`: whether to drop the last
     iteration's values, and the weight gradients, first), taking what other devices send from
     the mailbox and posting what they need to `peers` (worker addresses by device); returns the
     metric records, each with its group's position."""
@@ -115,6 +119,7 @@ def _run_program(model_id: str, device: int, iteration: int, phases: tuple[str, 
 
     installed = _MODELS[(model_id, device)]
     store, mailbox = installed.store, installed.mailbox
+    feeds = {t: feed[rows[t]] if t in rows else feed for t, feed in feeds.items()}
     ctx = installed.ctx.at(replace(state, feeds=feeds))
     start_iteration(store, *clearing)
     mailbox.drop_before(iteration)
@@ -140,10 +145,11 @@ def _on_store(model_id: str, device: int, fn, args: tuple):
 
 
 class DaskExecutor(Executor):
-    """Device d is the worker at `workers[d]`."""
+    """Device d is the worker at `workers[d]`; `memory_limits`, each worker's (None: not
+    known), bound the data sets it keeps (scheduler/kept_data.py)."""
 
     def __init__(self, taskgraph: TaskGraph, ctx: Context, client, workers: list[str],
-                 cpu_only: bool = False):
+                 cpu_only: bool = False, memory_limits: list[int | None] | None = None):
         if len(set(workers)) != len(workers):
             raise ValueError(f"each device needs a worker of its own, got workers {workers}")
         super().__init__(taskgraph, len(workers))
@@ -153,6 +159,7 @@ class DaskExecutor(Executor):
         self.model_id = uuid.uuid4().hex[:8]
         self._iterations = itertools.count()
         self._programs: dict[tuple[str, ...], dict[int, tuple[Step, ...]]] = {}
+        self._kept = KeptData(client, dict(zip(workers, memory_limits or [None] * len(workers))))
         self.array_modules = [self._on_worker(d, "starting the model", _install, self.model_id, d,
                                               ctx, cpu_only) for d in range(len(workers))]
 
@@ -166,14 +173,15 @@ class DaskExecutor(Executor):
                                 device, phases, steps)
         iteration = next(self._iterations)
         try:
-            feeds = self._ship_feeds(groups, state.feeds)
+            rows, feeds = self._ship_feeds(groups, state.feeds)
         except (OSError, KeyError, ValueError):  # a reader of the batch may have left
             self._check_workers(f"iteration {iteration}: sending the batch")
             raise
         clearing = ("forward" in phases, zero_gradients)
-        futures = self._submit(phases, iteration, clearing, replace(state, feeds={}), feeds)
+        futures = self._submit(phases, iteration, clearing, replace(state, feeds={}), rows,
+                               feeds)
         self._wait(futures, f"iteration {iteration} ({', '.join(phases)})")
-        failed = [future for future in futures if future.status == "error"]
+        failed = [future for future in futures if future.status in FAILED]
         if failed:  # the other programs may wait for what a failed one would have sent
             self.client.cancel([future for future in futures if not future.done()])
             self._check_workers("an iteration")
@@ -184,20 +192,20 @@ class DaskExecutor(Executor):
         return [record for _, records in ordered for record in records]
 
     def _submit(self, phases: tuple[str, ...], iteration: int, clearing: tuple[bool, bool],
-                state: IterationState, feeds: dict[int, Any]) -> list:
+                state: IterationState, rows: dict[int, Any], feeds: dict[int, Any]) -> list:
         """The iteration's programs, each a Dask task pinned to its device's worker, submitted
         as one graph: one message to the scheduler. Submitted one by one, all but the first
         would wait out the client's batching interval (10 ms) and the scheduler would take
         them in turn. The arguments Dask need not look into are bound in a partial (`state`
-        without its batches: counters and the update rule); the batches stay an argument, so
-        that scattered ones (futures) are fetched."""
+        without its batches: counters and the update rule, and the rows of kept data sets);
+        the batches stay an argument, so that scattered ones (futures) are fetched."""
         layers = {}
         for device, steps in self._programs[phases].items():
             loads = {task.action.tensor for step in steps for task in step.group.tasks
                      if isinstance(task.action, Load)}
             key = f"{steps[0].group.name}-{self.model_id}-{iteration}"
             run = partial(_run_program, self.model_id, device, iteration, phases, clearing,
-                          state)
+                          state, {t: rows[t] for t in loads if t in rows})
             layers[key] = MaterializedLayer(
                 {key: (run, {t: feeds[t] for t in loads}, list(self.workers))},
                 annotations={"workers": [self.workers[device]], "allow_other_workers": False})
@@ -210,18 +218,29 @@ class DaskExecutor(Executor):
     def _check_workers(self, during: str, futures: list = ()) -> None:
         check_alive(self.client, self.workers, during, futures)
 
-    def _ship_feeds(self, groups: list[Group], batches: Mapping[int, Any]) -> dict[int, Any]:
-        """Each fed batch for the tasks that load it: passed with the task when small, scattered
-        once to the workers that read it when large (Dask keeps large values out of graphs)."""
+    def _ship_feeds(self, groups: list[Group], batches: Mapping[int, Any]) -> tuple[dict, dict]:
+        """Each fed batch for the tasks that load it, as `_run_program` takes them: ({tensor:
+        rows}, {tensor: what travels}). For `feeds.Rows` of a data set the readers keep, the
+        rows, and the data set (placed once); else the batch, passed with the task when small,
+        scattered to the workers that read it when large (Dask keeps large values out of
+        graphs)."""
         readers: dict[int, set[str]] = {}
         for group in groups:
             for task in group.tasks:
                 if isinstance(task.action, Load):
                     readers.setdefault(task.action.tensor, set()).add(self.workers[group.device])
-        return {tensor: batches[tensor] if batches[tensor].nbytes < INLINE_BYTES
-                else self.client.scatter(batches[tensor], workers=sorted(workers),
-                                         broadcast=len(workers) > 1, hash=False)
-                for tensor, workers in readers.items()}
+        rows, shipped = {}, {}
+        for tensor, workers in readers.items():
+            feed = batches[tensor]
+            kept = (self._kept.place(feed.data, sorted(workers)) if isinstance(feed, Rows)
+                    else None)
+            if kept is not None:
+                rows[tensor], shipped[tensor] = feed.index, kept
+                continue
+            batch = host_batch(feed)
+            shipped[tensor] = batch if batch.nbytes < INLINE_BYTES else self.client.scatter(
+                batch, workers=sorted(workers), broadcast=len(workers) > 1, hash=False)
+        return rows, shipped
 
     def _call(self, device: int, fn, *args):
         return self._on_worker(device, f"a call to device {device}", _on_store, self.model_id,
@@ -240,7 +259,12 @@ class DaskExecutor(Executor):
             self._check_workers(during)
             raise
 
+    def release(self, data_sets) -> None:
+        for data in data_sets:
+            self._kept.release(data.name)
+
     def close(self) -> None:
+        self._kept.close()
         try:
             self.client.run(_uninstall, self.model_id,
                             workers=sorted(alive(self.client, self.workers)))

@@ -9,6 +9,7 @@ device, running its groups: `distributed.py`) must match.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy
@@ -16,6 +17,7 @@ import numpy
 from ..ops.box import Box
 from . import allocator
 from .actions import Context, IterationState, run_timed
+from .feeds import host_batches
 from .fusion import Group, fuse
 from .messages import receive
 from .store import DeviceStore, WeightKey
@@ -69,6 +71,10 @@ class Executor:
 
     def close(self) -> None:
         """Release devices; nothing to do in-process."""
+
+    def release(self, data_sets) -> None:
+        """The devices' side may drop its copies of these `feeds.DataSet`s (placed again if
+        fed later); in this process there are none."""
 
     # ---- host access ----------------------------------------------------------------------------
     def _weight_boxes(self, owner: int, index: int) -> list[tuple[WeightKey, list[int]]]:
@@ -185,7 +191,7 @@ class LocalExecutor(Executor):
 
     def run(self, *phases: str, state: IterationState = IterationState(),
             zero_gradients: bool = False) -> list[dict[str, float]]:
-        ctx = self.ctx.at(state)
+        ctx = self.ctx.at(replace(state, feeds=host_batches(state.feeds)))
         for store in self.stores:
             start_iteration(store, "forward" in phases, zero_gradients)
         sent: dict[str, dict] = {}

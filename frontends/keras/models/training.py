@@ -16,6 +16,7 @@ import numpy as np
 
 from flexflow.core import MetricsType
 from flexflow.metrics import METRIC_ORDER
+from flexflow.scheduler.feeds import DataSet, Rows
 
 from ..callbacks import CallbackList, History, ProgbarLogger
 from ..utils.progbar import Progbar
@@ -35,6 +36,18 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
     train, val = _with_validation(model, train, validation_split, validation_data)
     if int(validation_freq) < 1:
         raise ValueError(f"fit(): validation_freq must be a positive int, got {validation_freq}")
+    train, val = _kept(train), _kept(val)
+    try:
+        return _fit_epochs(model, train, val, epochs, verbose, callbacks, shuffle, initial_epoch,
+                           int(validation_freq))
+    finally:  # the workers drop their copies of the arrays
+        model.ffmodel.compiled.release([a for arrays in (train, val) if arrays is not None
+                                        for a in arrays.xs + [arrays.y]])
+
+
+def _fit_epochs(model, train: Arrays, val: Arrays | None, epochs, verbose, callbacks, shuffle,
+                initial_epoch, validation_freq: int) -> History:
+    batch = model.ffconfig.batch_size
     keys = model.metrics_names + ([f"val_{k}" for k in model.metrics_names]
                                   if val is not None else [])
     steps = len(train) // batch
@@ -63,7 +76,7 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
             callback_list.on_batch_end(step, {"batch": step, "size": batch, **batch_logs})
         metrics_line = ffmodel.get_perf_metrics().line()
         logs = _logs(model, ffmodel.get_perf_metrics().sums)
-        if val is not None and (epoch + 1) % int(validation_freq) == 0:
+        if val is not None and (epoch + 1) % validation_freq == 0:
             logs.update({f"val_{k}": v for k, v in _evaluate_arrays(model, val).items()})
         epochs_run += 1
         requested = callback_list.on_epoch_end(epoch, logs)
@@ -166,12 +179,22 @@ def on_batch(model, x, y, train: bool):
     return values[0] if len(values) == 1 else values
 
 
+def _kept(arrays: Arrays | None) -> Arrays | None:
+    """The same samples as data sets the devices' side keeps for the length of the fit: each
+    batch is then fed as rows of them (a shuffled order's share travels as row numbers)."""
+    if arrays is None:
+        return None
+    return Arrays([DataSet(x) for x in arrays.xs], None if arrays.y is None else DataSet(arrays.y))
+
+
 def _feed(model, arrays: Arrays) -> None:
     ffmodel = model.ffmodel
-    for ff_input, array in zip(model._ff_inputs, arrays.xs):
-        ff_input.set_tensor(ffmodel, array)
-    if arrays.y is not None:
-        ffmodel.label_tensor.set_tensor(ffmodel, arrays.y)
+    tensors = model._ff_inputs + ([ffmodel.label_tensor] if arrays.y is not None else [])
+    for tensor, batch in zip(tensors, arrays.xs + [arrays.y]):
+        if isinstance(batch, Rows):  # of arrays check_arrays checked whole
+            ffmodel._feed(tensor._id, batch)
+        else:
+            tensor.set_tensor(ffmodel, batch)
 
 
 def _logs(model, sums: dict) -> dict:
