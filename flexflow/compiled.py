@@ -17,7 +17,7 @@ and tensors go through `perform`.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from .scheduler.cluster import WorkerLost
 from .scheduler.executor import Executor
 from .scheduler.feeds import Rows
 from .scheduler.taskgraph import Objective
+
+
+WINDOW_LIMIT = 64  # iterations of a window at the most (a fit's progress moves by windows)
 
 
 class CompiledRun:
@@ -88,10 +91,12 @@ class CompiledRun:
         return self._updates
 
     # ---- running --------------------------------------------------------------------------------
-    def iteration(self, feeds: Mapping[int, np.ndarray], training: bool) -> IterationState:
-        """The state of the next run: these batches (the mapping copied, so later feeds do not
-        change it), this mode, the counters as they are and the optimizer's rule now."""
-        return IterationState(dict(feeds), self._step, self._updates, training,
+    def iteration(self, feeds: Mapping[int, np.ndarray], training: bool,
+                  ahead: int = 0) -> IterationState:
+        """The state of the next run (or of the one `ahead` updates after it): these batches
+        (the mapping copied, so later feeds do not change it), this mode, the counters as they
+        will be and the optimizer's rule now."""
+        return IterationState(dict(feeds), self._step + ahead, self._updates + ahead, training,
                               update_rule(self.model.optimizer))
 
     def run(self, phases: tuple[str, ...], state: IterationState,
@@ -99,11 +104,63 @@ class CompiledRun:
         """Run `phases` on `state`; returns the metric pieces (timings and the guard's records
         taken out). A run that updates counts an update; `NonFiniteError` if it trained on a
         value that is not finite (flexflow/nonfinite.py)."""
-        if self._journal is not None:  # an attached array may be refilled before a replay
-            state = replace(state, feeds={t: feed if isinstance(feed, Rows) else np.array(feed)
-                                          for t, feed in state.feeds.items()})
+        state = self._for_journal(state)
         pieces = self.perform(lambda executor: executor.run(*phases, state=state,
                                                             zero_gradients=zero_gradients))
+        return self._finish(phases, pieces, state)
+
+    def window_length(self) -> int:
+        """How many iterations the next `run_window` may run: one in this process, with
+        --profiling, or where the non-finite guard could not go back (no recovery journal);
+        else up to WINDOW_LIMIT, and no further than the next copy of the training state."""
+        if self.cluster is None or self.profiler is not None:
+            return 1
+        if self._journal is None:
+            return WINDOW_LIMIT if self.model.ffconfig.allow_nonfinite else 1
+        return min(WINDOW_LIMIT, self._journal.updates_to_copy())
+
+    def run_window(self, phases: tuple[str, ...], feeds: Sequence[Mapping], training: bool,
+                   zero_gradients: bool, each: Callable[[list], None]) -> None:
+        """Run `phases` once per batch set of `feeds` (`window_length()` of them at most) as
+        one window: on a cluster, one program per device runs them all. `each(pieces)` is
+        given every iteration's metric pieces in turn, as `run` returns them. An iteration the
+        non-finite guard stops is made again alone, after the devices are put back as they
+        were before the window and the iterations before it are run again, so it raises as
+        it would have."""
+        if len(feeds) <= 1:
+            for batches in feeds:
+                each(self.run(phases, self.iteration(batches, training), zero_gradients))
+            return
+        counted = "update" in phases
+        states = [self._for_journal(self.iteration(batches, training, k if counted else 0))
+                  for k, batches in enumerate(feeds)]
+
+        def window(executor):
+            return executor.run_window(phases, states, zero_gradients)
+        results = self.perform(window, record=False)
+        stop = next((k for k, pieces in enumerate(results)
+                     if nonfinite.stops(self, phases, pieces)), None)
+        if stop is not None:
+            self._journal.rewind(self)
+            self.run_window(phases, feeds[:stop], training, zero_gradients, each)
+            each(self.run(phases, self.iteration(feeds[stop], training), zero_gradients))
+            return
+        if self._journal is not None:
+            self._journal.record(window)
+        for state, pieces in zip(states, results):
+            each(self._finish(phases, pieces, state))
+
+    def _for_journal(self, state: IterationState) -> IterationState:
+        """`state` as the journal keeps it: an attached array may be refilled before a replay,
+        so its host batches are copied (the rows of a data set are kept as they are)."""
+        if self._journal is None:
+            return state
+        return replace(state, feeds={t: feed if isinstance(feed, Rows) else np.array(feed)
+                                     for t, feed in state.feeds.items()})
+
+    def _finish(self, phases: tuple[str, ...], pieces: list[dict],
+                state: IterationState) -> list[dict]:
+        """A run's metric pieces without timings and the guard's records; counts its update."""
         if self.profiler:
             pieces = self.profiler.take(pieces, state.training)
         pieces = nonfinite.check(self, phases, pieces, state)

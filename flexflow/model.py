@@ -10,7 +10,7 @@ fed here. Host access to tensors and weights goes through the CompiledRun.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -524,17 +524,43 @@ class FFModel:
             for loader in loaders:
                 loader.reset()
             self.reset_metrics()
+            window = []  # the batches of the iterations to run together (CompiledRun.run_window)
             for iteration in range(iterations):
                 for loader in loaders:
                     loader.next_batch(self)
                 if epoch == first_epoch and iteration < done:
                     continue  # trained before the checkpoint
-                self.train_step()
-                run.fit_position = (epoch, iteration + 1)
-                self._perf.print()
+                window.append(self._fed())
+                if len(window) == run.window_length() or iteration == iterations - 1:
+                    self._train_window(window, epoch, iteration + 1 - len(window))
+                    window = []
             run.fit_position = (epoch + 1, 0)
         if run.profiler:
             run.profiler.print_pending()
+
+    def _train_window(self, window: list[dict], epoch: int, first: int) -> None:
+        """Train on the batches of `window`, iterations `first`.. of `epoch` of a fit, printing
+        each one's `[Metrics]` line as train_step's would be."""
+        run = self.compiled
+        done = iter(range(first + 1, first + len(window) + 1))
+
+        def each():
+            run.fit_position = (epoch, next(done))
+            self._perf.print()
+        self._train_batches(window, each)
+
+    def _train_batches(self, window: list[dict], each: Callable[[], None]) -> None:
+        """Train on each set of fed batches of `window` (`compiled.window_length()` of them at
+        most) in turn, as one window of iterations; `each()` is called once every iteration's
+        metrics are counted."""
+        def counted(pieces):
+            self._perf.add(pieces)
+            each()
+        self._training = True
+        try:
+            self.compiled.run_window(TRAIN_STEP, window, True, True, counted)
+        finally:
+            self._ran_forward = True
 
     def eval(self, x=None, y=None, batch_size=None) -> None:
         loaders = _loader_list(x, y, "eval")
@@ -573,6 +599,10 @@ class FFModel:
     # ---- host access used by Tensor / Parameter ------------------------------------------------
     def _is_label(self, tensor_id: int) -> bool:
         return tensor_id == self._label_id
+
+    def _fed(self) -> dict:
+        """The batches fed for the next run, as they are now."""
+        return dict(self._feeds)
 
     def _feed(self, tensor_id: int, array) -> None:
         """Feed a host array, or the `feeds.Rows` of a data set, for the next run."""

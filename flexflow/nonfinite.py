@@ -46,14 +46,32 @@ def check(run, phases: tuple[str, ...], pieces: list[dict], state) -> list[dict]
     """One run's metric pieces without the guard's records; raises `NonFiniteError` when the run
     (of a CompiledRun, on the IterationState `state`) trained (backward or update) and its loss
     or a gradient was not finite."""
+    flagged, rest = _split(pieces)
+    if _stops(run, phases, flagged, rest):
+        raise diagnose(run, state, _loss_finite(rest), flagged)
+    return rest
+
+
+def stops(run, phases: tuple[str, ...], pieces: list[dict]) -> bool:
+    """Whether `check` raises for these metric pieces of a run."""
+    return _stops(run, phases, *_split(pieces))
+
+
+def _split(pieces: list[dict]) -> tuple[list, list[dict]]:
+    """(the weight keys the guard flagged, the other pieces)."""
     flagged = [piece[NONFINITE_GRADIENT] for piece in pieces if NONFINITE_GRADIENT in piece]
     rest = [piece for piece in pieces if NONFINITE_GRADIENT not in piece] if flagged else pieces
+    return flagged, rest
+
+
+def _stops(run, phases, flagged: list, rest: list[dict]) -> bool:
     if run.model.ffconfig.allow_nonfinite or not ({"backward", "update"} & set(phases)):
-        return rest
-    loss_finite = bool(np.isfinite(sum(piece.get("loss", 0.0) for piece in rest)))
-    if flagged or not loss_finite:
-        raise diagnose(run, state, loss_finite, flagged)
-    return rest
+        return False
+    return bool(flagged) or not _loss_finite(rest)
+
+
+def _loss_finite(pieces: list[dict]) -> bool:
+    return bool(np.isfinite(sum(piece.get("loss", 0.0) for piece in pieces)))
 
 
 @dataclass(frozen=True)

@@ -66,14 +66,33 @@ class Journal:
             self.calls.append(action)
         return result
 
+    def record(self, action: Callable) -> None:
+        """Add a call made outside `perform` (a window, once it is known to stand)."""
+        self.calls.append(action)
+
     def updated(self) -> None:
         """An update was applied (the run's counters already count it)."""
         self.updates += 1
 
+    def updates_to_copy(self) -> int:
+        """Updates the next call may make before a copy of the training state is due (the
+        copy due now is taken as it starts)."""
+        return self.interval if self._due() else self.interval - self.updates
+
+    def rewind(self, run) -> None:
+        """Put the devices back as the journal has them: the copy's state and the calls after
+        it (a window's last calls are made again one by one, to stop where they must)."""
+        try:
+            self._replay(run)
+        except WorkerLost as lost:
+            self._recover(run, lost)
+
+    def _due(self) -> bool:
+        return (self.state is None or self.updates >= self.interval
+                or len(self.calls) >= CALLS_PER_UPDATE * self.interval)
+
     def _copy_if_due(self, run) -> None:
-        due = (self.state is None or self.updates >= self.interval
-               or len(self.calls) >= CALLS_PER_UPDATE * self.interval)
-        if due:
+        if self._due():
             self.state = run.capture()
             self.calls.clear()
             self.updates = 0
@@ -85,7 +104,10 @@ class Journal:
         warn_lost(lost, f"going back to the training state of {since} and {len(self.calls)} "
                         f"call(s) after it")
         run.redeploy(remaining(run, run.cluster))
-        if self.state is None:  # lost before the first copy: the weights compile made
+        self._replay(run)
+
+    def _replay(self, run) -> None:
+        if self.state is None:  # before the first copy: the weights compile made
             run.initialize_weights()
         else:
             run.restore(self.state, "the recovery copy", resume=False)

@@ -2,14 +2,16 @@
 
 Each worker keeps the model's state for its device in process memory (a `DeviceStore` in
 `_MODELS`, installed once with `Client.run`): weights and optimizer state never leave it between
-iterations. Per iteration the client submits one Dask task per device, pinned to its worker,
-all in one graph: the device's program, its fused groups (`executor.fuse`) in order. What a
-group sends another device goes straight to that device's worker (`push`), where the program
-that needs it waits for it: a hop between devices is one message, not a round trip through the
-scheduler. Input batches are scattered to the workers that load from them. A program's key is
-its first group's name, the model's id and the iteration:
-`<first layer>-<phase>-d<device>e<epoch>-<model>-<iteration>`. Each program returns its groups'
-metric records (loss sums, checked updates, timed kernels).
+iterations. Per window of iterations (one, or those a fit runs between the points where the
+client must act: CompiledRun.run_window) the client submits one Dask task per device, pinned to
+its worker, all in one graph: the device's program, its fused groups (`executor.fuse`) in order,
+once per iteration. What a group sends another device goes straight to that device's worker
+(`push`), where the program that needs it waits for it: a hop between devices is one message,
+not a round trip through the scheduler. Batches of kept data sets travel as their rows
+(scheduler/kept_data.py); other batches inside the task when small, else scattered to the
+workers that load from them. A program's key is its first group's name, the model's id and the
+window's first iteration: `<first layer>-<kind>-d<device>e<epoch>-<model>-<iteration>`. Each
+program returns each iteration's metric records (loss sums, checked updates, timed kernels).
 
 A worker that leaves the cluster mid-run would leave the programs (or the gathering of their
 results) waiting for it, so the client waits and gathers in short slices and checks between
@@ -66,6 +68,14 @@ def programs(groups: list[Group]) -> dict[int, tuple[Step, ...]]:
     return {device: tuple(device_steps) for device, device_steps in steps.items()}
 
 
+def _in_order(per_device) -> list[dict]:
+    """One iteration's metric records from every device's program, in the order of their
+    groups (the in-process executor's order)."""
+    entries = sorted((entry for records in per_device for entry in records),
+                     key=lambda entry: entry[0])
+    return [record for _, records in entries for record in records]
+
+
 @dataclass
 class _Device:
     """What a worker keeps for one device of a model."""
@@ -106,36 +116,57 @@ def _deliver(model: str, device: int, iteration: int, source: str, items: Parcel
         installed.mailbox.put(iteration, source, items.items)
 
 
-def _run_program(model_id: str, device: int, iteration: int, phases: tuple[str, ...],
-                 clearing: tuple[bool, bool], state: IterationState, rows: dict,
-                 feeds: dict, peers: list[str]) -> list:
-    """Run this device's program for `phases` (its groups of `iteration`) on this worker's
-    store, on `state` with the batches `feeds` it loads (for the tensors in `rows`, a data set
-    kept here, of which the batch is those rows) (`clearing`: whether to drop the last
-    iteration's values, and the weight gradients, first), taking what other devices send from
-    the mailbox and posting what they need to `peers` (worker addresses by device); returns the
-    metric records, each with its group's position."""
+@dataclass(frozen=True)
+class _Iteration:
+    """One iteration of a window, as a device's program runs it (its batches apart)."""
+
+    number: int             # the executor's count (what devices send each other carries it)
+    state: IterationState   # without its batches: counters and the update rule
+    rows: dict              # tensor -> rows of the data set kept here that make its batch
+
+
+def _run_window(model_id: str, device: int, phases: tuple[str, ...],
+                clearing: tuple[bool, bool], iterations: tuple[_Iteration, ...], feeds: dict,
+                peers: list[str]) -> list[list]:
+    """Run this device's program for `phases` once per iteration of the window, in order, on
+    this worker's store (`clearing`: whether each iteration first drops the last one's values,
+    and the weight gradients), with the batches `feeds` ({(position in the window, tensor): a
+    batch, or a data set kept here of which the iteration's `rows` are the batch}), taking what
+    other devices send from the mailbox and posting what they need to `peers` (worker
+    addresses by device); returns each iteration's metric records, with their groups'
+    positions."""
     from distributed import get_worker
 
     installed = _MODELS[(model_id, device)]
-    store, mailbox = installed.store, installed.mailbox
-    feeds = {t: feed[rows[t]] if t in rows else feed for t, feed in feeds.items()}
-    ctx = installed.ctx.at(replace(state, feeds=feeds))
-    start_iteration(store, *clearing)
-    mailbox.drop_before(iteration)
     worker = get_worker()
     wanted = task_wanted(worker)
+    done = []
+    for k, iteration in enumerate(iterations):
+        batches = {t: feed[iteration.rows[t]] if t in iteration.rows else feed
+                   for (position, t), feed in feeds.items() if position == k}
+        done.append(_run_iteration(installed, model_id, phases, clearing, iteration, batches,
+                                   peers, worker, wanted))
+    return done
+
+
+def _run_iteration(installed: _Device, model_id: str, phases: tuple[str, ...],
+                   clearing: tuple[bool, bool], iteration: _Iteration, batches: dict,
+                   peers: list[str], worker, wanted) -> list:
+    store, mailbox = installed.store, installed.mailbox
+    ctx = installed.ctx.at(replace(iteration.state, feeds=batches))
+    start_iteration(store, *clearing)
+    mailbox.drop_before(iteration.number)
     sent, records = [], []
     for step in installed.programs[phases]:
         for source in step.group.receive_from:
-            receive(store, mailbox.take(iteration, source, wanted))
+            receive(store, mailbox.take(iteration.number, source, wanted))
         out = run_tasks(ctx, store, step.group)
         metrics = out.pop("metrics", None)
         if metrics:
             records.append((step.position, metrics))
         for dst in step.deliver_to:
             sent.append(post(worker, peers[dst], out.get(dst, []), model=model_id, device=dst,
-                             iteration=iteration, source=step.group.name))
+                             iteration=iteration.number, source=step.group.name))
     settle(sent, wanted)
     return records
 
@@ -165,49 +196,57 @@ class DaskExecutor(Executor):
 
     def run(self, *phases: str, state: IterationState = IterationState(),
             zero_gradients: bool = False) -> list[dict[str, float]]:
+        return self.run_window(phases, [state], zero_gradients)[0]
+
+    def run_window(self, phases: tuple[str, ...], states, zero_gradients: bool = False
+                   ) -> list[list[dict[str, float]]]:
+        """One program per device runs the window's iterations, all submitted as one graph."""
         groups = self.groups(phases)
         if phases not in self._programs:
             self._programs[phases] = programs(groups)
             for device, steps in self._programs[phases].items():
                 self._on_worker(device, "sending the program", _install_program, self.model_id,
                                 device, phases, steps)
-        iteration = next(self._iterations)
-        try:
-            rows, feeds = self._ship_feeds(groups, state.feeds)
-        except (OSError, KeyError, ValueError):  # a reader of the batch may have left
-            self._check_workers(f"iteration {iteration}: sending the batch")
-            raise
+        iterations, feeds = [], {}
+        for k, state in enumerate(states):
+            number = next(self._iterations)
+            try:
+                rows, shipped = self._ship_feeds(groups, state.feeds)
+            except (OSError, KeyError, ValueError):  # a reader of the batch may have left
+                self._check_workers(f"iteration {number}: sending the batch")
+                raise
+            iterations.append(_Iteration(number, replace(state, feeds={}), rows))
+            feeds.update({(k, t): feed for t, feed in shipped.items()})
+        during = f"iteration {iterations[0].number}" + (
+            f"-{iterations[-1].number}" if len(iterations) > 1 else "")
         clearing = ("forward" in phases, zero_gradients)
-        futures = self._submit(phases, iteration, clearing, replace(state, feeds={}), rows,
-                               feeds)
-        self._wait(futures, f"iteration {iteration} ({', '.join(phases)})")
+        futures = self._submit(phases, clearing, tuple(iterations), feeds)
+        self._wait(futures, f"{during} ({', '.join(phases)})")
         failed = [future for future in futures if future.status in FAILED]
         if failed:  # the other programs may wait for what a failed one would have sent
             self.client.cancel([future for future in futures if not future.done()])
             self._check_workers("an iteration")
             failed[0].result()  # raises the program's exception here
-        kept = watched_gather(self.client, futures, self.workers, f"iteration {iteration}")
-        ordered = sorted((entry for entries in kept for entry in entries),
-                         key=lambda entry: entry[0])  # the in-process executor's order
-        return [record for _, records in ordered for record in records]
+        per_device = watched_gather(self.client, futures, self.workers, during)
+        return [_in_order(done[k] for done in per_device) for k in range(len(iterations))]
 
-    def _submit(self, phases: tuple[str, ...], iteration: int, clearing: tuple[bool, bool],
-                state: IterationState, rows: dict[int, Any], feeds: dict[int, Any]) -> list:
-        """The iteration's programs, each a Dask task pinned to its device's worker, submitted
+    def _submit(self, phases: tuple[str, ...], clearing: tuple[bool, bool],
+                iterations: tuple[_Iteration, ...], feeds: dict) -> list:
+        """The window's programs, each a Dask task pinned to its device's worker, submitted
         as one graph: one message to the scheduler. Submitted one by one, all but the first
         would wait out the client's batching interval (10 ms) and the scheduler would take
-        them in turn. The arguments Dask need not look into are bound in a partial (`state`
-        without its batches: counters and the update rule, and the rows of kept data sets);
-        the batches stay an argument, so that scattered ones (futures) are fetched."""
+        them in turn. The arguments Dask need not look into are bound in a partial (the
+        iterations without their batches: counters, the update rule, the rows of kept data
+        sets); the batches stay an argument, so that scattered ones (futures) are fetched."""
         layers = {}
         for device, steps in self._programs[phases].items():
             loads = {task.action.tensor for step in steps for task in step.group.tasks
                      if isinstance(task.action, Load)}
-            key = f"{steps[0].group.name}-{self.model_id}-{iteration}"
-            run = partial(_run_program, self.model_id, device, iteration, phases, clearing,
-                          state, {t: rows[t] for t in loads if t in rows})
+            key = f"{steps[0].group.name}-{self.model_id}-{iterations[0].number}"
+            run = partial(_run_window, self.model_id, device, phases, clearing, iterations)
             layers[key] = MaterializedLayer(
-                {key: (run, {t: feeds[t] for t in loads}, list(self.workers))},
+                {key: (run, {k: feed for k, feed in feeds.items() if k[1] in loads},
+                       list(self.workers))},
                 annotations={"workers": [self.workers[device]], "allow_other_workers": False})
         graph = HighLevelGraph(layers, {key: set() for key in layers})
         return self.client.get(graph, list(layers), sync=False)

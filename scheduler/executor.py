@@ -65,6 +65,13 @@ class Executor:
         probes feed nothing and leave `state` out.)"""
         raise NotImplementedError
 
+    def run_window(self, phases: tuple[str, ...], states, zero_gradients: bool = False
+                   ) -> list[list[dict[str, float]]]:
+        """`run` once per IterationState of `states`, in order: each one's metric sums. An
+        executor that can run them as one program per device does (distributed.py)."""
+        return [self.run(*phases, state=state, zero_gradients=zero_gradients)
+                for state in states]
+
     def _call(self, device: int, fn, *args):
         """`fn(store, *args)` on `device`'s store; returns its result on the client."""
         raise NotImplementedError

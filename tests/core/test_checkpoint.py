@@ -163,14 +163,16 @@ def test_fit_resumes_at_the_captured_epoch_and_iteration():
     images, labels = data(samples=3 * BATCH)
 
     def fit(ff, x, losses, stop_after=None):
-        step = ff.train_step
+        train = ff._train_batches
 
-        def recording_step():
-            if len(losses) == stop_after:
-                raise KeyboardInterrupt
-            losses.append(step())
-            return losses[-1]
-        ff.train_step = recording_step
+        def recording(window, each):
+            def counted():
+                losses.append(ff.get_perf_metrics().last_loss)
+                each()
+                if len(losses) == stop_after:
+                    raise KeyboardInterrupt
+            train(window, counted)
+        ff._train_batches = recording
         ff.fit(x=ff.create_data_loader(x, images),
                y=ff.create_data_loader(ff.label_tensor, labels), epochs=2)
 

@@ -54,21 +54,22 @@ def numbers(line):
 
 
 def kill_during_run(monkeypatch, client, victim, at_call):
-    """Kill `victim` (its nanny first, then the worker) while the `at_call`-th iteration runs."""
+    """Kill `victim` (its nanny first, then the worker) while the window of iterations that
+    holds the `at_call`-th iteration runs."""
     pid, nanny = client.run(lambda: (os.getpid(), os.getppid()), workers=[victim])[victim]
     calls = {"n": 0}
-    original = DaskExecutor.run
+    original = DaskExecutor.run_window
 
-    def run(self, *phases, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == at_call:
+    def run_window(self, phases, states, *args, **kwargs):
+        if calls["n"] < at_call <= calls["n"] + len(states):
             def kill():
                 time.sleep(0.01)
                 os.kill(nanny, signal.SIGKILL)
                 os.kill(pid, signal.SIGKILL)
             threading.Thread(target=kill).start()
-        return original(self, *phases, **kwargs)
-    monkeypatch.setattr(DaskExecutor, "run", run)
+        calls["n"] += len(states)
+        return original(self, phases, states, *args, **kwargs)
+    monkeypatch.setattr(DaskExecutor, "run_window", run_window)
 
 
 THREE_GPUS = """# FlexFlow's machine-model file: three GPUs on one socket

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 
 class Callback:
+    # Whether its batch hooks, where it has them, read their logs only (not the model): fit may
+    # then call them once the window of iterations that holds the batch has run
+    batch_logs_only = False
+
     def __init__(self):
         self.validation_data = None
         self.model = None
@@ -67,6 +71,14 @@ class CallbackList:
         """Whether a callback asked to stop (every callback still sees the epoch's end)."""
         requested = [callback.on_epoch_end(epoch, logs) is True for callback in self.callbacks]
         return any(requested)
+
+    def batch_hooks_wait(self) -> bool:
+        """Whether the batch hooks may wait for the window of iterations that holds the batch:
+        no callback has them, or those that do read their logs only."""
+        return all(callback.batch_logs_only or (
+            type(callback).on_batch_begin is Callback.on_batch_begin
+            and type(callback).on_batch_end is Callback.on_batch_end)
+            for callback in self.callbacks)
 
     def on_batch_begin(self, batch: int) -> None:
         for callback in self.callbacks:

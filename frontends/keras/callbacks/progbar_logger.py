@@ -8,6 +8,8 @@ from .base import Callback
 
 
 class ProgbarLogger(Callback):
+    batch_logs_only = True
+
     def __init__(self, verbose: int = 1, stream=None):
         super().__init__()
         self.verbose = verbose

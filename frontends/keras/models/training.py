@@ -67,13 +67,7 @@ def _fit_epochs(model, train: Arrays, val: Arrays | None, epochs, verbose, callb
         callback_list.on_epoch_begin(epoch)
         ffmodel.reset_metrics()
         order = rng.permutation(len(train)) if shuffle else None
-        for step, arrays in enumerate(train.batches(batch, order)):
-            callback_list.on_batch_begin(step)
-            _feed(model, arrays)
-            ffmodel.train_step()
-            iterations += 1
-            batch_logs = _logs(model, ffmodel.get_perf_metrics().last_batch)
-            callback_list.on_batch_end(step, {"batch": step, "size": batch, **batch_logs})
+        iterations += _train_epoch(model, train.batches(batch, order), callback_list)
         metrics_line = ffmodel.get_perf_metrics().line()
         logs = _logs(model, ffmodel.get_perf_metrics().sums)
         if val is not None and (epoch + 1) % validation_freq == 0:
@@ -94,6 +88,35 @@ def _fit_epochs(model, train: Arrays, val: Arrays | None, epochs, verbose, callb
     callback_list.on_train_end(logs)
     model.history = history
     return history
+
+
+def _train_epoch(model, batches, callbacks: CallbackList) -> int:
+    """Train on each of `batches` (Arrays) in turn, in windows of iterations when the batch
+    hooks may wait for them (`CallbackList.batch_hooks_wait`); returns how many."""
+    ffmodel = model.ffmodel
+    wait = callbacks.batch_hooks_wait()
+    window, steps = [], []
+
+    def each():
+        step = steps.pop(0)
+        if wait:
+            callbacks.on_batch_begin(step)
+        logs = _logs(model, ffmodel.get_perf_metrics().last_batch)
+        callbacks.on_batch_end(step, {"batch": step, "size": model.ffconfig.batch_size, **logs})
+    done = 0
+    for step, arrays in enumerate(batches):
+        if not wait:
+            callbacks.on_batch_begin(step)
+        _feed(model, arrays)
+        window.append(ffmodel._fed())
+        steps.append(step)
+        done += 1
+        if len(window) >= (ffmodel.compiled.window_length() if wait else 1):
+            ffmodel._train_batches(window, each)
+            window = []
+    if window:
+        ffmodel._train_batches(window, each)
+    return done
 
 
 def _with_validation(model, train: Arrays, split, data) -> tuple[Arrays, Arrays | None]:
