@@ -3,6 +3,7 @@ their graph and training objective without compiling (planning for machines one 
 
     alexnet           AlexNet (Krizhevsky 2014 "one weird trick" variant), 3x224x224
     alexnet_cifar     the same shape of network at CPU scale: 3x32x32, 4096-wide dense layers
+    cifar10_cnn       FlexFlow's CIFAR-10 example CNN: four 3x3 convolutions, dense 512, 3x32x32
     inception_v3      Inception-v3 (Szegedy et al. 2016), 3x299x299
     resnet101         ResNet-101 (He et al. 2016), 3x224x224, bottleneck blocks 3-4-23-3
     resnet18_cifar    ResNet-18's basic blocks (2-2-2-2, 64 to 512 channels) on 3x32x32 images
@@ -46,6 +47,22 @@ def alexnet_cifar(ff, batch, classes=10):
     x = ff.create_tensor([batch, 3, 32, 32])
     _alexnet_layers(ff, x, [(32, 5, 1, 2), (64, 5, 1, 2), (96, 3, 1, 1), (96, 3, 1, 1),
                             (64, 3, 1, 1)], pool=2, classes=classes)
+    return [x]
+
+
+def cifar10_cnn(ff, batch, classes=10, second_padding=0):
+    """The network of examples/native/cifar10_cnn.py: two blocks of a padded and an unpadded 3x3
+    ReLU convolution (32, then 64 channels) and a 2x2 max pool, a 512-wide ReLU dense layer.
+    `second_padding=1` pads the second convolution of each block too (bench/step_time.py's
+    variant, 8x8 maps before the dense layer instead of 6x6)."""
+    x = ff.create_tensor([batch, 3, 32, 32])
+    t = x
+    for channels in (32, 64):
+        t = ff.conv2d(t, channels, 3, 3, 1, 1, 1, 1, RELU)
+        t = ff.conv2d(t, channels, 3, 3, 1, 1, second_padding, second_padding, RELU)
+        t = ff.pool2d(t, 2, 2, 2, 2, 0, 0)
+    t = ff.dense(ff.flat(t), 512, RELU)
+    ff.softmax(ff.dense(t, classes))
     return [x]
 
 

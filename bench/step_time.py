@@ -36,23 +36,15 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
 
 def ff_model(name: str, ff):
     """Builds `name` on `ff`; returns its input tensor."""
-    from dnn import RELU, resnet18_cifar
+    from dnn import RELU, cifar10_cnn, resnet18_cifar
 
     from flexflow.core import DataType
     if name == "resnet18":
         return resnet18_cifar(ff, BATCH)[0]
-    if name == "mlp":
-        x = ff.create_tensor([BATCH, 784], DataType.DT_FLOAT)
-        t = ff.dense(ff.dense(x, 512, RELU), 512, RELU)
-    else:
-        x = ff.create_tensor([BATCH, 3, 32, 32], DataType.DT_FLOAT)
-        t = x
-        for channels in (32, 64):
-            t = ff.conv2d(t, channels, 3, 3, 1, 1, 1, 1, RELU)
-            t = ff.conv2d(t, channels, 3, 3, 1, 1, 1, 1, RELU)
-            t = ff.pool2d(t, 2, 2, 2, 2, 0, 0)
-        t = ff.dense(ff.flat(t), 512, RELU)
-    ff.softmax(ff.dense(t, 10))
+    if name == "cifar10_cnn":
+        return cifar10_cnn(ff, BATCH, second_padding=1)[0]
+    x = ff.create_tensor([BATCH, 784], DataType.DT_FLOAT)
+    ff.softmax(ff.dense(ff.dense(ff.dense(x, 512, RELU), 512, RELU), 10))
     return x
 
 

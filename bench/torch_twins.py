@@ -1,0 +1,92 @@
+"""PyTorch twins of bench/dnn.py's CIFAR networks (`cifar10_cnn`, `alexnet_cifar`), and what both
+frameworks train on in bench/vs_ddp.py: one synthetic CIFAR-shaped batch, SGD with momentum on
+the cross-entropy of the logits (our models end in a softmax trained with the sparse
+cross-entropy, the same loss), and a timer of a run of steps.
+
+Only torch and NumPy are imported here: DistributedDataParallel's ranks import this module in
+fresh processes, and flexflow-dask's imports would slow every start."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+
+CLASSES = 10
+LEARNING_RATE, MOMENTUM = 0.01, 0.9
+
+
+def _alexnet_cifar():
+    """dnn.alexnet_cifar: five ReLU convolutions (2x2 max pools after the first, second and
+    fifth), two 4096-wide ReLU dense layers, the classifier."""
+    from torch import nn
+    layers, channels_in = [], 3
+    for index, (channels, kernel, pad) in enumerate([(32, 5, 2), (64, 5, 2), (96, 3, 1),
+                                                     (96, 3, 1), (64, 3, 1)]):
+        layers += [nn.Conv2d(channels_in, channels, kernel, padding=pad), nn.ReLU()]
+        if index in (0, 1, 4):
+            layers.append(nn.MaxPool2d(2, 2))
+        channels_in = channels
+    return nn.Sequential(*layers, nn.Flatten(), nn.Linear(64 * 4 * 4, 4096), nn.ReLU(),
+                         nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, CLASSES))
+
+
+def _cifar10_cnn():
+    """dnn.cifar10_cnn: per block a padded and an unpadded 3x3 ReLU convolution and a 2x2 max
+    pool (32x32 -> 15x15 -> 6x6), then dense 512 and the classifier."""
+    from torch import nn
+    layers, channels_in = [], 3
+    for channels in (32, 64):
+        layers += [nn.Conv2d(channels_in, channels, 3, padding=1), nn.ReLU(),
+                   nn.Conv2d(channels, channels, 3), nn.ReLU(), nn.MaxPool2d(2, 2)]
+        channels_in = channels
+    return nn.Sequential(*layers, nn.Flatten(), nn.Linear(64 * 6 * 6, 512), nn.ReLU(),
+                         nn.Linear(512, CLASSES))
+
+
+MODULES = {"cifar10_cnn": _cifar10_cnn, "alexnet_cifar": _alexnet_cifar}
+
+
+def module(name: str):
+    """A fresh torch module of the network `name` (seeded, so every process starts alike)."""
+    import torch
+    torch.manual_seed(0)
+    return MODULES[name]()
+
+
+def parameter_count(net) -> int:
+    return sum(parameter.numel() for parameter in net.parameters())
+
+
+def cifar_batch(batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """The synthetic batch every system trains on: images (batch, 3, 32, 32) float32 and
+    labels (batch, 1) int32, from one seed."""
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal((batch, 3, 32, 32)).astype(np.float32),
+            rng.integers(0, CLASSES, (batch, 1)).astype(np.int32))
+
+
+def sgd_step(net, images: np.ndarray, labels: np.ndarray) -> Callable[[], None]:
+    """One training step of `net` on the batch, as a function of no arguments."""
+    import torch
+    optimizer = torch.optim.SGD(net.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
+    x, y = torch.from_numpy(images), torch.from_numpy(labels[:, 0]).long()
+
+    def step():
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(net(x), y).backward()
+        optimizer.step()
+    return step
+
+
+def seconds(step: Callable[[], object], steps: int,
+            barrier: Callable[[], object] = lambda: None) -> float:
+    """Wall time of `steps` calls of `step`, between two calls of `barrier` (which lines the
+    processes of a distributed run up, so the time is the slowest one's)."""
+    barrier()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    barrier()
+    return time.perf_counter() - start

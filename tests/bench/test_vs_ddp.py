@@ -1,0 +1,55 @@
+"""bench/vs_ddp.py compares like with like and cleans up after itself: the torch twins of its
+networks have our parameter counts and output shapes, its DistributedDataParallel child trains
+with two gloo processes and reports a figure, and a child's leftover processes are ended."""
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+BENCH = Path(__file__).parents[2] / "bench"
+
+
+@pytest.fixture
+def vs_ddp(monkeypatch):
+    """bench/vs_ddp.py as a module, with bench/ importable as the script has it."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import vs_ddp
+    return vs_ddp
+
+
+@pytest.mark.parametrize("name", ["cifar10_cnn", "alexnet_cifar"])
+def test_torch_twin_matches_our_network(vs_ddp, name):
+    counts = vs_ddp.twins(name, batch=4)
+    (ours, our_shape), (theirs, their_shape) = counts["flexflow-dask"], counts["pytorch"]
+    assert our_shape == their_shape == (4, 10)
+    assert ours == theirs
+
+
+def test_ddp_child_trains_with_two_processes(vs_ddp):
+    import torch.distributed as dist
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("this torch has no gloo backend")
+    args = argparse.Namespace(steps=1, warmup=0, batch=4, devices=2, budget=0)
+    assert vs_ddp.samples_per_second(args, "pytorch-ddp", "cifar10_cnn") > 0
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_childs_leftover_processes_are_ended(vs_ddp):
+    from child_processes import run_child
+    leaves_one_behind = ("import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', "
+                         "'import time; time.sleep(60)']).pid)")
+    pid = int(run_child([sys.executable, "-c", leaves_one_behind], dict(os.environ)))
+    assert not _running(pid)
