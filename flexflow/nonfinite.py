@@ -12,10 +12,11 @@ made (of its weights, then of its inputs) in backward order. A gradient that sev
 to (a tensor read twice, a shared weight) is named at the first of them in backward order.
 
 The weights stay finite: a gradient that is not finite is never applied (nor does it touch the
-optimizer state). The step that raises is applied to the weights whose gradients were finite,
-since a training step is one task graph and their updates do not wait for the others. A loss
-that is not finite is seen when the step's graph has run, so if its gradients were all finite,
-that step was applied in full.
+optimizer state); a weight updated in shards over several devices is tested shard by shard and
+updated whole or not at all (`scheduler.actions.CheckShard`). The step that raises is applied
+to the weights whose gradients were finite, since a training step is one task graph and their
+updates do not wait for the others. A loss that is not finite is seen when the step's graph
+has run, so if its gradients were all finite, that step was applied in full.
 """
 
 from __future__ import annotations

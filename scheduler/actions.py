@@ -210,43 +210,102 @@ class Send(Action):
 
 @dataclass(frozen=True)
 class SendWeightGrad(Action):
+    """This holder's gradient of one shard of a weight box, for the shard's owner to sum."""
+
     key: WeightKey
     dst: int
+    shard: Box
 
     def run(self, store, ctx, out):
         grad = store.weight_grads.get(self.key)
         if grad is not None:
-            _emit(out, self.dst, M.WeightGrad(self.key, grad))
+            _emit(out, self.dst, M.WeightGrad(self.key, _shard_of(grad, self.key, self.shard)))
 
 
-NONFINITE_GRADIENT = "nonfinite_gradient"  # metrics record of a checked Update: its weight key
+NONFINITE_GRADIENT = "nonfinite_gradient"  # record of a checked Update or CheckShard: its key
+
+
+def _shard_of(array, key: WeightKey, shard: Box):
+    """The part of a weight box's array (weight or gradient) that holds `shard`: a view."""
+    return array if shard == key[2] else array[shard.relative_to(key[2])]
+
+
+def _shard_gradient(store: DeviceStore, key: WeightKey, shard: Box):
+    """The summed gradient of a shard on its owner: the owner's own slice plus the pieces the
+    other holders sent in (None when no device computed one)."""
+    grad = store.weight_grads.get(key)
+    if grad is not None:
+        grad = _shard_of(grad, key, shard)
+    for extra in store.incoming_wgrads.pop(key, []):
+        grad = extra if grad is None else grad + extra
+    return grad
+
+
+def _report_nonfinite(out: dict, key: WeightKey) -> None:
+    out.setdefault("metrics", []).append({NONFINITE_GRADIENT: key})
+
+
+@dataclass(frozen=True)
+class CheckShard(Action):
+    """Under the non-finite guard, on the owner of one shard of a box cut into several: sums the
+    shard's gradient (its own slice and the `incoming` pieces), tests it, reports it when it is
+    not finite (as `Update` does), and tells the owners of the box's other shards (`peers`)
+    whether it is: no shard of the box is then updated unless every shard's sum is finite."""
+
+    key: WeightKey
+    shard: Box
+    incoming: int
+    peers: tuple[int, ...]
+
+    def run(self, store, ctx, out):
+        grad = _shard_gradient(store, self.key, self.shard)
+        finite = grad is None or all_finite(store.xp, grad)
+        if not finite:
+            _report_nonfinite(out, self.key)
+        store.shard_grads[self.key] = grad
+        store.verdicts.setdefault(self.key, []).append(finite)
+        for peer in self.peers:
+            _emit(out, peer, M.Verdict(self.key, finite))
 
 
 @dataclass(frozen=True)
 class Update(Action):
-    """Applies the weight's summed gradient with the optimizer. With `check_finite` (the
-    non-finite guard, flexflow/nonfinite.py) a gradient holding a NaN or Inf is not applied,
-    leaving the weight and its optimizer state as they were, and its weight key is reported in
-    the metrics instead."""
+    """Applies the summed gradient of one shard of a weight box (`shard`: all of it when the
+    box is not cut) with the optimizer, to that part of the weight and to the shard's optimizer
+    state, which lives on this device only. With `check_finite` (the non-finite guard,
+    flexflow/nonfinite.py) a gradient holding a NaN or Inf is not applied, leaving the weight
+    and its optimizer state as they were, and its weight key is reported in the metrics
+    instead. A guarded box cut into several shards is applied whole or not at all: each
+    shard's sum is tested by its `CheckShard`, and the update waits for all their `verdicts`."""
 
     key: WeightKey
+    shard: Box
     check_finite: bool = False
-    incoming: int = 0  # gradients of the box that replicas send in, added to the owner's first
+    incoming: int = 0  # gradient pieces other holders send in, added to this device's slice
+    verdicts: int = 0  # shards whose CheckShard verdict it waits for (0: it sums and tests)
 
     def run(self, store, ctx, out):
-        grad = store.weight_grads.get(self.key)
-        for extra in store.incoming_wgrads.pop(self.key, []):
-            grad = extra if grad is None else grad + extra
+        if self.verdicts:
+            grad = store.shard_grads.pop(self.key)
+            if not all(store.verdicts.pop(self.key)):
+                return
+        else:
+            grad = _shard_gradient(store, self.key, self.shard)
+            if grad is not None and self.check_finite and not all_finite(store.xp, grad):
+                _report_nonfinite(out, self.key)
+                return
         if grad is None:
             return
-        if self.check_finite and not all_finite(store.xp, grad):
-            out.setdefault("metrics", []).append({NONFINITE_GRADIENT: self.key})
-            return
-        weight = store.weights[self.key]
+        weight = _shard_of(store.weights[self.key], self.key, self.shard)
+        # the vendor kernels update contiguous memory only: a shard cut along a later dim is
+        # updated in a contiguous copy, then written back
+        updated = weight if weight.flags.c_contiguous else store.xp.ascontiguousarray(weight)
         if self.key not in store.opt_state:
-            store.opt_state[self.key] = ctx.iteration.optimizer.init_state(store.xp, weight)
-        ctx.iteration.optimizer.update(store.xp, weight, grad, store.opt_state[self.key],
+            store.opt_state[self.key] = ctx.iteration.optimizer.init_state(store.xp, updated)
+        ctx.iteration.optimizer.update(store.xp, updated, grad, store.opt_state[self.key],
                                        ctx.iteration.updates)
+        if updated is not weight:
+            weight[...] = updated
 
 
 TIMING = "op_time_ms"  # metrics record of a timed kernel task: (layer, partition, phase, ms)
@@ -286,11 +345,15 @@ def synchronizer(xp) -> Callable[[], None]:
 
 @dataclass(frozen=True)
 class SendWeight(Action):
+    """The new values of one shard of a weight box, from its owner to another holder."""
+
     key: WeightKey
     dst: int
+    shard: Box
 
     def run(self, store, ctx, out):
-        _emit(out, self.dst, M.NewWeight(self.key, store.weights[self.key]))
+        _emit(out, self.dst, M.NewWeight(self.key, self.shard,
+                                         _shard_of(store.weights[self.key], self.key, self.shard)))
 
 
 @dataclass(frozen=True)

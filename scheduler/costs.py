@@ -15,9 +15,11 @@ from typing import Any, Callable
 from ..ops.graph import Graph
 from . import actions as A
 from .machine import MachineModel
+from .shards import shards
 
 
 MEMO_LIMIT = 200_000  # kernel calls remembered (a full rebuild makes new partitions each time)
+VERDICT_BYTES = 1  # a shard's finiteness (`actions.CheckShard`)
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,8 @@ class KernelCalls:
         return call
 
     def sum_call(self, shape: tuple[int, ...]) -> KernelCall:
-        """Adding a gradient a replica sent in to the owner's (`Update.run`): a new array."""
+        """Adding a gradient piece another holder sent in to a shard owner's (`Update.run`,
+        `CheckShard.run`): a new array."""
         memo = ("sum", shape)
         call = self._memo.get(memo)
         if call is None:
@@ -154,8 +157,8 @@ class KernelCalls:
         return call
 
     def update_calls(self, action: A.Update) -> list[KernelCall]:
-        shape = action.key[2].shape
-        if action.check_finite:
+        shape = action.shard.shape
+        if action.check_finite and not action.verdicts:  # tests the gradient itself
             return [self.update_call(shape), self.check_call(shape)]
         return [self.update_call(shape)]
 
@@ -174,6 +177,8 @@ class KernelCalls:
             return [self.loss_call(action)]
         if isinstance(action, A.Update):
             return self.update_calls(action)
+        if isinstance(action, A.CheckShard):
+            return [self.check_call(action.shard.shape)]
         return []
 
 
@@ -203,11 +208,14 @@ class TaskCoster:
                                       f"{action.phase}_partial")
             return TaskCost(ms, machine.partial_bytes.get(call.key, partial_estimate(call)))
         if kind is A.SendWeightGrad or kind is A.SendWeight:
-            dedupe = ("weight", action.key) if kind is A.SendWeight else None
-            return TaskCost(ms, action.key[2].volume * 4, dedupe)
-        if kind is A.Update and action.incoming:  # sums the gradients replicas send in first
-            call = self.calls.sum_call(action.key[2].shape)
+            # a shard's new values are one object, whichever holders they go to
+            dedupe = ("weight", action.key, action.shard) if kind is A.SendWeight else None
+            return TaskCost(ms, action.shard.volume * 4, dedupe)
+        if (kind is A.Update or kind is A.CheckShard) and action.incoming:
+            call = self.calls.sum_call(action.shard.shape)  # adds the pieces sent in first
             ms += action.incoming * machine.kernel_time(device, call.key, call.flops, call.nbytes)
+        if kind is A.CheckShard:  # its verdict, one object for all the other shards' owners
+            return TaskCost(ms, VERDICT_BYTES, ("verdict", action.key))
         return TaskCost(ms)
 
 
@@ -227,9 +235,9 @@ def calls_for(calls: KernelCalls, builder, configs: dict[int, list], objective=N
               ) -> list[KernelCall]:
     """Every kernel call the given per-layer configurations can make (what the search may
     score): forward, backward and partials of each partition, the loss under each
-    configuration of the output's producer, and the update of each weight box (with the test
-    of its gradient when the builder's graphs check them, and the sum of a gradient a replica
-    sends in)."""
+    configuration of the output's producer, and the update of each shard of each weight box
+    (with the test of its gradient when the builder's graphs check them, and the sum of a
+    gradient piece another holder sends in)."""
     graph = calls.graph
     found: dict[str, KernelCall] = {}
     last = graph.tensors[objective.output].producer[0] if objective is not None else None
@@ -247,12 +255,6 @@ def calls_for(calls: KernelCalls, builder, configs: dict[int, list], objective=N
                     found.setdefault(call.key, call)
                 if objective is None:
                     continue
-                for wkey in forward.weight_keys:
-                    if layer.weights[wkey[1]].trainable:
-                        update = A.Update(wkey, builder.checks.finite_gradients)
-                        for call in calls.update_calls(update) + [
-                                calls.sum_call(wkey[2].shape)]:
-                            found.setdefault(call.key, call)
                 if index == last:
                     box = forward.out_boxes[graph.layers[index].outputs.index(
                         objective.output)]
@@ -260,4 +262,26 @@ def calls_for(calls: KernelCalls, builder, configs: dict[int, list], objective=N
                                   builder.label_box(box), builder.grad_tensor)
                     call = calls.loss_call(loss)
                     found.setdefault(call.key, call)
+            if objective is not None:
+                for call in _update_calls(calls, builder, layer, parts):
+                    found.setdefault(call.key, call)
     return list(found.values())
+
+
+def _update_calls(calls: KernelCalls, builder, layer, parts) -> list[KernelCall]:
+    """The update, gradient sum (and test, when the builder's graphs check gradients) of each
+    shard of each trainable weight box the partitions use, cut over the devices using it."""
+    holders: dict = {}
+    for part in parts:
+        for wkey in part.action.weight_keys:
+            devices = holders.setdefault(wkey, [])
+            if layer.weights[wkey[1]].trainable and part.device not in devices:
+                devices.append(part.device)
+    found = []
+    for wkey, devices in holders.items():
+        for shard in (shards(wkey[2], devices) if devices else ()):
+            shape = shard.box.shape
+            found += [calls.update_call(shape), calls.sum_call(shape)]
+            if builder.checks.finite_gradients:
+                found.append(calls.check_call(shape))
+    return found

@@ -94,7 +94,7 @@ class Executor:
     def set_weights(self, arrays: dict[tuple[int, int], Any]) -> None:
         """Write whole weights, keyed (owner layer, weight index), to every device holding a box
         of them: one call per device."""
-        for d, pieces in self._scatter(arrays, _box_of, owners_only=False).items():
+        for d, pieces in self._scatter(arrays, _box_of, self._holders).items():
             self._call(d, _store_set_weights, pieces)
 
     def get_weight(self, owner: int, index: int, shape: tuple[int, ...]):
@@ -104,52 +104,66 @@ class Executor:
         """Whole weights, keyed (owner layer, weight index) as `shapes` is, assembled from the
         devices that own their boxes: one call per device, however many weights."""
         out = {ref: numpy.empty(shape, numpy.float32) for ref, shape in shapes.items()}
-        for (ref, box), array in self._gather(shapes, _store_get_weights):
+        for (ref, box), array in self._gather(shapes, _store_get_weights, self._owner):
             out[ref][box.relative_to(Box.full(shapes[ref]))] = array
         return out
 
     def set_optimizer_state(self, states: dict[tuple[int, int], dict[str, Any]]) -> None:
         """Replace the optimizer state of whole weights, keyed (owner layer, weight index), each
-        a dict of full-size slots ({"v": ...} for SGD momentum, {"m", "v"} for Adam): every box
-        of a weight gets its slice on the device that updates it (the box's owner). An empty dict
-        clears the state, which the optimizer then creates afresh at its next update."""
+        a dict of full-size slots ({"v": ...} for SGD momentum, {"m", "v"} for Adam): every
+        shard of every box of a weight gets its slice on the device that updates it (the
+        shard's owner, `shards.py`). An empty dict clears the state, which the optimizer then
+        creates afresh at its next update."""
         def slots_of(state, box):
             return {name: _box_of(array, box) for name, array in state.items()}
-        for d, pieces in self._scatter(states, slots_of, owners_only=True).items():
+        for d, pieces in self._scatter(states, slots_of, self._shard_owners).items():
             self._call(d, _store_set_opt_states, pieces)
 
     def get_optimizer_states(self, shapes: dict[tuple[int, int], tuple[int, ...]]) -> dict:
         """The optimizer's slots of whole weights, keyed as `shapes` is, assembled from their
-        boxes' owners (one call per device); {} for a weight before its first update. A box
+        shards' owners (one call per device); {} for a weight before its first update. A shard
         not yet updated reads as zeros, the state both optimizers start from."""
         states: dict[tuple[int, int], dict[str, Any]] = {ref: {} for ref in shapes}
-        for (ref, box), state in self._gather(shapes, _store_get_opt_states):
+        for (ref, box), state in self._gather(shapes, _store_get_opt_states,
+                                              self._shard_owners):
             for name, array in (state or {}).items():
                 slot = states[ref].setdefault(name, numpy.zeros(shapes[ref], numpy.float32))
                 slot[box.relative_to(Box.full(shapes[ref]))] = array
         return states
 
+    # Where a box's host data lives, as (part of the box, device) pairs: its weight on every
+    # holder, read from the owner; its optimizer state on each shard's owner.
+    def _holders(self, key: WeightKey) -> list[tuple[Box, int]]:
+        return [(key[2], d) for d in self.taskgraph.weight_devices[key]]
+
+    def _owner(self, key: WeightKey) -> list[tuple[Box, int]]:
+        return [(key[2], self.taskgraph.weight_devices[key][0])]
+
+    def _shard_owners(self, key: WeightKey) -> list[tuple[Box, int]]:
+        return [(shard.box, shard.owner) for shard in self.taskgraph.weight_shards(key)]
+
     def _scatter(self, values: dict[tuple[int, int], Any], slice_for_box,
-                 owners_only: bool) -> dict[int, list[tuple[WeightKey, Any]]]:
-        """Per device, (box key, `slice_for_box(value, box)`) for each box of each weight in
-        `values` that the device holds (or, with `owners_only`, updates)."""
+                 where) -> dict[int, list[tuple[WeightKey, Any]]]:
+        """Per device, (box key, `slice_for_box(value, part)`) for each part of each box of
+        each weight in `values` that `where(box key)` places on the device."""
         per_device: dict[int, list] = {}
         for (owner, index), value in values.items():
-            for key, devices in self._weight_boxes(owner, index):
-                piece = slice_for_box(value, key[2])
-                for d in devices[:1] if owners_only else devices:
-                    per_device.setdefault(d, []).append((key, piece))
+            for key, _ in self._weight_boxes(owner, index):
+                for part, d in where(key):
+                    per_device.setdefault(d, []).append((key, slice_for_box(value, part)))
         return per_device
 
-    def _gather(self, refs, read) -> list[tuple[tuple[tuple[int, int], Box], Any]]:
-        """((weight, box), value) for each box of each weight in `refs` ((owner layer, weight
-        index) pairs), `read(store, keys)` run once on each device that owns some of them."""
-        keys_on: dict[int, list[WeightKey]] = {}
+    def _gather(self, refs, read, where) -> list[tuple[tuple[tuple[int, int], Box], Any]]:
+        """((weight, part), value) for each part of each box of each weight in `refs` ((owner
+        layer, weight index) pairs) that `where(box key)` places on a device, `read(store,
+        keys)` run once on each device that has some of them."""
+        keys_on: dict[int, list[tuple[WeightKey, Box]]] = {}
         for owner, index in refs:
-            for key, devices in self._weight_boxes(owner, index):
-                keys_on.setdefault(devices[0], []).append(key)
-        return [((key[:2], key[2]), value) for d, keys in keys_on.items()
-                for key, value in zip(keys, self._call(d, read, keys))]
+            for key, _ in self._weight_boxes(owner, index):
+                for part, d in where(key):
+                    keys_on.setdefault(d, []).append((key, part))
+        return [((key[:2], part), value) for d, found in keys_on.items()
+                for (key, part), value in zip(found, self._call(d, read, [k for k, _ in found]))]
 
     def zero_gradients(self) -> None:
         for d in range(self.num_devices):

@@ -2,9 +2,10 @@
 
 Every task gets an epoch, the number of cross-device dependencies on its longest path; the tasks
 of one device with the same epoch run as one group, in graph order. A data-parallel iteration is
-then: forward+backward on each device (epoch 0), gradient exchange and update on the owner
-(epoch 1), new weights back to the replicas (epoch 2). One device is always a single group per
-phase.
+then: forward+backward on each device (epoch 0), each weight shard's gradient pieces to its
+owner and its update there (epoch 1; under the non-finite guard the owners exchange their
+sums' verdicts first, and update at epoch 2), the new shards to the other holders (the next
+epoch). One device is always a single group per phase.
 
 Groups run in the order of (epoch, device), every group after those it reads from. A group
 *receives* the output of a group on another device the first time its device needs that output,

@@ -37,7 +37,8 @@ class Grad(_TensorBox):
 
 @dataclass(frozen=True)
 class WeightGrad:
-    """A replica's gradient of a weight box, for the owner to sum before it updates."""
+    """A holder's gradient of the shard of a weight box that the receiving device updates
+    (`shards.py`), for it to sum before it updates."""
 
     key: WeightKey
     array: Any
@@ -58,17 +59,31 @@ class Partial:
 
 
 @dataclass(frozen=True)
-class NewWeight:
-    """The owner's updated weight box, written over a replica's."""
+class Verdict:
+    """Whether the summed gradient of one shard of a weight box is finite (non-finite guard),
+    for the owners of the box's other shards, which update theirs only if every shard's is."""
 
     key: WeightKey
+    finite: bool
+
+    def apply(self, store: DeviceStore) -> None:
+        store.verdicts.setdefault(self.key, []).append(self.finite)
+
+
+@dataclass(frozen=True)
+class NewWeight:
+    """A shard's owner's updated values of that shard (`box`, in the weight's coordinates) of a
+    weight box, written over another holder's."""
+
+    key: WeightKey
+    box: Box
     array: Any
 
     def apply(self, store: DeviceStore) -> None:
-        store.weights[self.key][...] = store.xp.asarray(self.array)
+        store.weights[self.key][self.box.relative_to(self.key[2])] = store.xp.asarray(self.array)
 
 
-Message = Value | Grad | WeightGrad | Partial | NewWeight
+Message = Value | Grad | WeightGrad | Partial | Verdict | NewWeight
 
 
 def receive(store: DeviceStore, messages: Iterable[Message]) -> None:

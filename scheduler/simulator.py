@@ -28,8 +28,9 @@ pictures), the full simulation also lists when each link resource was busy with 
 (`Simulation.transfers`); the search never asks, so its thousands of simulations skip that.
 
 Memory: per device, the activations and gradients it keeps for the iteration (the executor keeps
-them until the next forward), the weights it holds with their gradients, and on each owner the
-optimizer state and the gradients replicas send in. A strategy over a device's capacity is
+them until the next forward), the weights it holds with their gradients, and on each owner of
+a shard of a weight box the shard's optimizer state and the gradient pieces the other holders
+send in. A strategy over a device's capacity is
 penalised by 1 ms per MB over (FlexFlow's rule) in `Simulation.cost`, which the search minimises;
 `check_memory` turns it into an error for a strategy a user gives or imports.
 
@@ -51,6 +52,7 @@ from . import actions as A
 from .costs import KernelCalls, TaskCoster
 from .fusion import fuse, link, place_of
 from .machine import MachineModel, Route
+from .shards import shards
 from .strategy import Strategy, StrategyError
 from .taskgraph import (Checks, Objective, Task, TaskGraph, TaskGraphBuilder, TaskKey,
                         build_task_graph)
@@ -366,8 +368,9 @@ class MemoryModel:
 
 def weight_memory(graph: Graph, weight_devices: dict, num_devices: int, state_copies: int,
                   training: bool) -> list[int]:
-    """Weights on every holder (with their gradients in training); on the owner, optimizer state
-    and the gradients replicas send in."""
+    """Weights on every holder (with their gradients in training); on each shard's owner
+    (`shards.py`), the shard's optimizer state and the pieces of its gradient the other holders
+    send in."""
     memory = [0] * num_devices
     for wkey, holders in weight_devices.items():
         nbytes = wkey[2].volume * 4
@@ -375,7 +378,8 @@ def weight_memory(graph: Graph, weight_devices: dict, num_devices: int, state_co
         for d in holders:
             memory[d] += nbytes * (2 if trainable else 1)
         if trainable:
-            memory[holders[0]] += nbytes * (state_copies + len(holders) - 1)
+            for shard in shards(wkey[2], holders):
+                memory[shard.owner] += shard.box.volume * 4 * (state_copies + len(holders) - 1)
     return memory
 
 

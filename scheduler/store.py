@@ -22,8 +22,10 @@ class DeviceStore:
     xp: Any
     weights: dict[WeightKey, Any] = field(default_factory=dict)
     weight_grads: dict[WeightKey, Any] = field(default_factory=dict)
-    opt_state: dict[WeightKey, Any] = field(default_factory=dict)
+    opt_state: dict[WeightKey, Any] = field(default_factory=dict)  # of the shard it updates
     incoming_wgrads: dict[WeightKey, list] = field(default_factory=dict)
+    shard_grads: dict[WeightKey, Any] = field(default_factory=dict)  # summed, awaiting verdicts
+    verdicts: dict[WeightKey, list[bool]] = field(default_factory=dict)  # shards' sums finite?
     values: dict[int, list[tuple[Box, Any]]] = field(default_factory=dict)
     grads: dict[int, list[tuple[Box, Any]]] = field(default_factory=dict)  # computed here
     received_grads: dict[int, list[tuple[Box, Any]]] = field(default_factory=dict)

@@ -5,8 +5,9 @@ Every task is data only: a key (`TaskKey`: layer, phase, part, kind; written `<l
 `scheduler.actions`. Data movement is derived from boxes alone: a consumer partition needs
 `op.input_box(out_box)`; every producer partition whose box intersects it either sits on the same
 device (a plain dependency) or sends the intersection (a Send task on the producer's device).
-Backward mirrors this with gradient pieces, and each weight's replicas send their gradients to
-the first replica (its owner), which updates and sends the new values back.
+Backward mirrors this with gradient pieces. A weight box held by several devices is updated in
+shards (`shards.py`): each holder sends shard j of its gradient to shard j's owner, which sums
+the pieces, updates shard j and sends its new values to the other holders.
 
 The graph is assembled from segments: one per layer and phase (its forward tasks and the sends
 that feed them; the loss; its backward tasks and the gradient sends that feed them) and one per
@@ -27,6 +28,7 @@ from typing import NamedTuple, Union
 from ..ops.box import Box
 from ..ops.graph import Graph
 from . import actions as A
+from .shards import Shard, shards
 from .store import WeightKey
 from .strategy import ParallelConfig, Strategy, StrategyError, validate
 
@@ -55,6 +57,17 @@ class Checks:
     kernel_times: bool = False
 
 
+class UpdatePart(NamedTuple):
+    """Which piece of a weight box's update a task is: the weight's index in its layer, the
+    box's number among the weight's boxes, the shard's number (`shards.py`), and the other
+    holder it sends to or receives on (None for the shard owner's own test and update)."""
+
+    weight: int
+    box: int
+    shard: int
+    device: int | None = None
+
+
 Part = Union[int, str, tuple]
 
 
@@ -62,10 +75,10 @@ class TaskKey(NamedTuple):
     """What a task is, as fields: the layer it belongs to (or the input tensor it loads,
     `input<t>`), the phase it runs in, which part of the layer's work it is (a partition index;
     for a send, its segment's tag and number; for a load, its device and box bounds; for a
-    weight update, the weight index and box, and the replica), and its kind (`forward`,
-    `fpartial`, `send`, `sendgrad`, `loss`, `backward`, `bpartial`, `partialsend`, `load`,
-    `update`, `sendweight`, `receive`). Nothing parses a key back: the text form is for
-    people (`<layer>-<kind>-<part>`, so Dask's task stream and DOT files read per op)."""
+    weight update, an `UpdatePart`), and its kind (`forward`, `fpartial`, `send`, `sendgrad`,
+    `loss`, `backward`, `bpartial`, `partialsend`, `load`, `check`, `update`, `sendweight`,
+    `receive`). Nothing parses a key back: the text form is for people
+    (`<layer>-<kind>-<part>`, so Dask's task stream and DOT files read per op)."""
 
     layer: str
     phase: str
@@ -78,7 +91,7 @@ class TaskKey(NamedTuple):
 
 def _part_text(part: Part) -> str:
     if isinstance(part, tuple):
-        return ".".join(_part_text(p) for p in part)
+        return ".".join(_part_text(p) for p in part if p is not None)
     return str(part)
 
 
@@ -96,6 +109,10 @@ class Task:
 class TaskGraph:
     tasks: list[Task] = field(default_factory=list)  # in a topological order
     weight_devices: dict[WeightKey, list[int]] = field(default_factory=dict)  # owner first
+
+    def weight_shards(self, key: WeightKey) -> tuple[Shard, ...]:
+        """Which device updates (and keeps the optimizer state of) which part of a box."""
+        return shards(key[2], self.weight_devices[key])
 
     def phase(self, *phases: str) -> list[Task]:
         return [t for t in self.tasks if t.phase in phases]
@@ -432,23 +449,10 @@ class TaskGraphBuilder:
 
     def _update(self, key: tuple) -> Segment:
         _, wkey, box_index, devices, done = key
-        layer, weight = self.graph.layers[wkey[0]].name, (wkey[1], box_index)
-
-        def task_key(kind: str, replica: int | None = None) -> TaskKey:
-            return TaskKey(layer, "update", weight if replica is None else (*weight, replica),
-                           kind)
+        layer = self.graph.layers[wkey[0]].name
         w = _Writer(f"{layer}.w{wkey[1]}b{box_index}", self.checks)
-        owner, replicas = devices[0], devices[1:]
-        deps = list(done[0])
-        for r, after in zip(replicas, done[1:]):
-            deps.append(w.add(task_key("sendgrad", r), r, "update",
-                              A.SendWeightGrad(wkey, owner), after))
-        update = w.add(task_key("update"), owner, "update",
-                       A.Update(wkey, self.checks.finite_gradients, len(replicas)), deps)
-        for r in replicas:
-            send = w.add(task_key("sendweight", r), owner, "update", A.SendWeight(wkey, r),
-                         [update])
-            w.add(task_key("receive", r), r, "update", A.Receive(), [send])
+        box = _BoxUpdate(w, layer, wkey, box_index, devices, done)
+        box.all_gather(box.updates(box.reduce_scatter()))
         return w.segment(key)
 
     # ---- assembly -------------------------------------------------------------------------------
@@ -462,6 +466,66 @@ class TaskGraphBuilder:
         if len(set(keys)) != len(keys):
             raise AssertionError("task keys are not unique")
         return tg
+
+
+class _BoxUpdate:
+    """Writes the update of one weight box, spread over the devices holding it (`holders`,
+    owner first, with `done`: each one's backward keys that use the box): reduce-scatter of
+    the gradient's shards (`shards.py`), each shard updated on its owner (under the guard, once
+    every shard's sum is known to be finite), then all-gather of the new shards."""
+
+    def __init__(self, w: _Writer, layer: str, wkey: WeightKey, box_index: int,
+                 holders: tuple[int, ...], done: tuple[tuple[TaskKey, ...], ...]):
+        self.w, self.layer, self.wkey, self.box_index = w, layer, wkey, box_index
+        self.holders = holders
+        self.backward = dict(zip(holders, done))
+        self.shards = shards(wkey[2], holders)
+
+    def key(self, kind: str, shard: int, device: int | None = None) -> TaskKey:
+        return TaskKey(self.layer, "update", UpdatePart(self.wkey[1], self.box_index, shard,
+                                                        device), kind)
+
+    def _others(self, shard: Shard) -> list[int]:
+        return [d for d in self.holders if d != shard.owner]
+
+    def reduce_scatter(self) -> list[list[TaskKey]]:
+        """For each shard, what brings every holder's gradient of it to its owner: the owner's
+        backward tasks, and a send from each other holder after its own."""
+        summed = []
+        for j, shard in enumerate(self.shards):
+            deps = list(self.backward[shard.owner])
+            for r in self._others(shard):
+                deps.append(self.w.add(self.key("sendgrad", j, r), r, "update",
+                                       A.SendWeightGrad(self.wkey, shard.owner, shard.box),
+                                       self.backward[r]))
+            summed.append(deps)
+        return summed
+
+    def updates(self, summed: list[list[TaskKey]]) -> list[TaskKey]:
+        """Each shard's update on its owner, after `summed[j]`; under the non-finite guard a
+        box of several shards is first tested shard by shard, and every update waits for all
+        the verdicts."""
+        w, wkey, incoming = self.w, self.wkey, len(self.holders) - 1
+        guarded = w.checks.finite_gradients
+        if not guarded or len(self.shards) == 1:
+            return [w.add(self.key("update", j), shard.owner, "update",
+                          A.Update(wkey, shard.box, guarded, incoming), summed[j])
+                    for j, shard in enumerate(self.shards)]
+        owners = [shard.owner for shard in self.shards]
+        tested = [w.add(self.key("check", j), shard.owner, "update", A.CheckShard(
+            wkey, shard.box, incoming, tuple(o for o in owners if o != shard.owner)), summed[j])
+            for j, shard in enumerate(self.shards)]
+        return [w.add(self.key("update", j), shard.owner, "update",
+                      A.Update(wkey, shard.box, True, 0, len(self.shards)), tested)
+                for j, shard in enumerate(self.shards)]
+
+    def all_gather(self, updates: list[TaskKey]) -> None:
+        """Each shard's new values, from its owner to every other holder."""
+        for j, (shard, update) in enumerate(zip(self.shards, updates)):
+            for r in self._others(shard):
+                send = self.w.add(self.key("sendweight", j, r), shard.owner, "update",
+                                  A.SendWeight(self.wkey, r, shard.box), [update])
+                self.w.add(self.key("receive", j, r), r, "update", A.Receive(), [send])
 
 
 def assemble(segment: Segment, seen_loads: set[TaskKey]):

@@ -13,7 +13,7 @@ from . import new_figure, save
 # overhead of running it.
 ACTION_PHASES = {"Load": "load", "Fill": "load", "Forward": "forward",
                  "ForwardPartial": "forward", "Loss": "loss", "Backward": "backward",
-                 "BackwardPartial": "backward", "Update": "update"}
+                 "BackwardPartial": "backward", "CheckShard": "update", "Update": "update"}
 PHASE_COLOURS = {"load": "#9D9D9D", "forward": "#4C78A8", "loss": "#E45756",
                  "backward": "#F58518", "update": "#54A24B", "send": "#B279A2",
                  "overhead": "#E6E6E6", "transfer": "#72B7B2"}

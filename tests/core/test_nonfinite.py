@@ -1,8 +1,8 @@
 """The non-finite guard: a NaN or Inf in the forward pass, the loss or a gradient stops training
 with `NonFiniteError` naming the first layer where it appeared and the iteration, before a
 non-finite gradient is applied; `--allow-nonfinite` trains on; a run without one is unchanged.
-On one device and on two devices in this process (data parallel: gradients summed on the
-weights' owner), and once on a local cluster of two worker processes."""
+On one device and on two devices in this process (data parallel: each weight updated in two
+shards, each summed on its own device), and once on a local cluster of two worker processes."""
 
 import numpy as np
 import pytest
@@ -155,3 +155,39 @@ def test_the_guard_does_not_change_a_normal_run(devices):
     assert guarded[0] == unguarded[0]
     for name in ("first", "last"):
         np.testing.assert_array_equal(guarded[1][name], unguarded[1][name])
+
+
+def test_a_nan_in_one_shard_of_one_replicas_gradient_leaves_the_whole_weight_as_it_was():
+    """Data parallel on two devices, each weight box is updated in two shards, one per device,
+    each keeping its shard's momentum. A NaN in device 1's gradient of the first kernel, inside
+    the shard device 0 updates, reaches only device 0's sum; yet neither device updates its
+    shard or its momentum, while the other weights take their step."""
+    ff = FFModel(FFConfig(argv=DEVICES["2 devices"], batch_size=BATCH))
+    x = ff.create_tensor([BATCH, 16])
+    ff.softmax(dense_exp_dense(ff, x))
+    ff.compile(optimizer=SGDOptimizer(ff, 0.1, momentum=0.9),
+               loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
+    fit(ff, x, normal_batches(1))  # a finite step: each shard's owner has its momentum
+    executor = ff.compiled.executor
+    [key] = [k for k in executor.taskgraph.weight_devices
+             if k[:2] == (ff.get_layer_by_name("first").idx, 0)]
+    first, second = executor.taskgraph.weight_shards(key)
+    assert (first.owner, second.owner) == (0, 1)
+    ff.create_data_loader(x, normal_batches(1, seed=1).astype(np.float32)).next_batch(ff)
+    ff.create_data_loader(ff.label_tensor, np.zeros((BATCH, 1), np.int32)).next_batch(ff)
+    ff.forward()
+    ff.zero_gradients()
+    ff.backward()
+    executor.stores[1].weight_grads[key][first.box.relative_to(key[2])][0, 0] = np.nan
+
+    def held(name):
+        return [np.array(store.weights[key]) for store in executor.stores] + [
+            np.array(store.opt_state[key]["v"]) for store in executor.stores] + [
+            kernel(ff, name).get_weights(ff)]
+    before, last_before = held("first"), kernel(ff, "last").get_weights(ff)
+    assert before[2].shape == first.box.shape and before[3].shape == second.box.shape
+    with pytest.raises(NonFiniteError, match=f"layer '{unique(ff, 'first')}'"):
+        ff.update()
+    for was, now in zip(before, held("first")):
+        np.testing.assert_array_equal(now, was)
+    assert not np.array_equal(kernel(ff, "last").get_weights(ff), last_before)

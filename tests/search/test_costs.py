@@ -17,25 +17,38 @@ from ..parallel.models import BATCH, mlp
 from .helpers import TWO_GPUS_FILE, compiled, small_machine
 
 
-def update_times(simulation):
-    return [ms for p in simulation.plans for t, ms in zip(p.tasks, p.task_ms)
-            if isinstance(t.action, A.Update)]
+def update_times(simulation) -> dict:
+    """By shard of a weight box: the time of the tasks that sum, test and apply its gradient."""
+    times: dict = {}
+    for plan in simulation.plans:
+        for task, ms in zip(plan.tasks, plan.task_ms):
+            if isinstance(task.action, (A.Update, A.CheckShard)):
+                shard = (task.key.layer, task.key.part)
+                times[shard] = times.get(shard, 0.0) + ms
+    return times
 
 
-def test_checked_updates_cost_one_more_pass_over_the_gradient():
+@pytest.mark.parametrize("devices", [1, 2])
+def test_checked_updates_cost_one_more_pass_over_the_gradient(devices):
+    """On one device the update tests its gradient; on two, each shard's owner tests its sum
+    in a task of its own (`CheckShard`), before the update waits for both shards' verdicts."""
     ff, objective = compiled(mlp, BATCH)
-    machine = small_machine(devices=2, nodes=1)
-    strategy = data_parallel_strategy(ff.graph, 2)
+    machine = small_machine(devices=devices, nodes=1)
+    strategy = data_parallel_strategy(ff.graph, devices)
     plain, checked = (Simulator(ff.graph, objective, machine, ff.compiled.loss, ff.optimizer.rule(),
                                 Checks(finite_gradients=flag)).simulate_full(strategy)
                       for flag in (False, True))
     kind = machine.kind(0)
-    shapes = [t.action.key[2].shape for p in plain.plans for t in p.tasks
-              if isinstance(t.action, A.Update)]
+    shapes = {(t.key.layer, t.key.part): t.action.shard.shape for p in plain.plans
+              for t in p.tasks if isinstance(t.action, A.Update)}
     # the test reads the gradient once: 4 bytes per element at the device's memory bandwidth
-    extra = [kind.analytic(0, 4 * np.prod(s)) for s in shapes]
+    own_task = machine.overheads.action if devices > 1 else 0.0
+    extra = {shard: kind.analytic(0, 4 * np.prod(s)) + own_task for shard, s in shapes.items()}
+    plain_times = update_times(plain)
     assert update_times(checked) == pytest.approx(
-        [ms + e for ms, e in zip(update_times(plain), extra)])
+        {shard: ms + extra[shard] for shard, ms in plain_times.items()})
+    assert any(isinstance(t.action, A.CheckShard) for p in checked.plans
+               for t in p.tasks) == (devices > 1)
     assert checked.time > plain.time
 
 
@@ -74,7 +87,7 @@ def test_calibration_times_the_gradient_test():
     assert relative > 0 and partial_bytes == 0
 
 
-def test_an_owner_adds_each_gradient_a_replica_sends_in():
+def test_a_shard_owner_adds_each_gradient_piece_another_holder_sends_in():
     ff, objective = compiled(mlp, BATCH)
     machine = small_machine(devices=2, nodes=1)
     simulator = Simulator(ff.graph, objective, machine, ff.compiled.loss, ff.optimizer.rule())
@@ -83,8 +96,8 @@ def test_an_owner_adds_each_gradient_a_replica_sends_in():
     for plan in simulation.plans:
         for task, ms in zip(plan.tasks, plan.task_ms):
             if isinstance(task.action, A.Update):
-                shape = task.action.key[2].shape
-                assert task.action.incoming == 1  # data parallel over two devices: one replica
+                shape = task.action.shard.shape
+                assert task.action.incoming == 1  # data parallel over two devices: one other
                 update, add = calls.update_call(shape), calls.sum_call(shape)
                 # an add reads two gradients and writes one
                 assert add.nbytes == 3 * 4 * np.prod(shape)

@@ -1,0 +1,39 @@
+"""Which device updates which part of a replicated weight box (sharded weight updates).
+
+A weight box held by k devices (data parallelism, or any split that replicates a weight) is cut
+into k shards, one per holder, so that summing gradients, running the optimizer and keeping its
+state are spread over the holders instead of all falling on the first one: each holder sends
+shard j of its gradient to shard j's owner (reduce-scatter), which sums the pieces, updates
+shard j with shard j's optimizer state (kept there only) and sends the new shard j to every
+other holder (all-gather). The task graph (`taskgraph.TaskGraphBuilder._update`), the executor's
+host access to optimizer state and the simulator's memory model all read the shards from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..ops.box import Box
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A part of a weight box (in the weight's coordinates) and the holder that updates it."""
+
+    box: Box
+    owner: int
+
+
+def shards(box: Box, holders: Sequence[int]) -> tuple[Shard, ...]:
+    """The shards of a box held by `holders` (its owner first): shard j on `holders[j]`, cut
+    along the first dim at least as long as the number of holders, the lengths differing by at
+    most one. A box held once, or with no dim that long, is one shard on its owner."""
+    k = len(holders)
+    dim = next((d for d, n in enumerate(box.shape) if n >= k), None) if k > 1 else None
+    if dim is None:
+        return (Shard(box, holders[0]),)
+    start, length = box.bounds[dim][0], box.shape[dim]
+    cuts = [start + j * (length // k) + min(j, length % k) for j in range(k + 1)]
+    return tuple(Shard(box.replace(dim, cuts[j], cuts[j + 1]), holder)
+                 for j, holder in enumerate(holders))
