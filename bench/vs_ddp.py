@@ -15,7 +15,8 @@ cross-entropy, on N = `--devices` cores' worth of processes and threads:
 
 Every run of a system is a child process of its own (this script with `--child`), so thread
 settings and allocator state do not leak from one system to the next; it trains `--warmup`
-steps, then times `--steps` steps. Rounds alternate the systems (round r runs each once, in an
+steps, then times `--steps` steps (ours: a one-epoch `fit` of that many batches on data loaders,
+as a user trains, so the data set is kept on the workers and the iterations run in windows). Rounds alternate the systems (round r runs each once, in an
 order rotated by r), so a slow spell of the shared host hits all of them. Reported per model
 and system: the median samples/s over the rounds, and its ratio to PyTorch DDP and to PyTorch
 eager (higher is better). Each child runs in a process group of its own, ended with everything
@@ -29,6 +30,8 @@ in it (cluster workers, DDP ranks) when it finishes, fails or is interrupted.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import os
 import statistics
@@ -36,6 +39,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Callable, NamedTuple
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -73,13 +78,20 @@ def _ours(args, name: str, argv: list[str]) -> float:
                loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
     try:
         images, labels = torch_twins.cifar_batch(args.batch)
-        x.set_tensor(ff, images)
-        ff.label_tensor.set_tensor(ff, labels)
-        for _ in range(args.warmup):
-            ff.train_step()
-        return args.steps * args.batch / torch_twins.seconds(ff.train_step, args.steps)
+        if args.warmup:
+            _fit_seconds(ff, x, images, labels, args.warmup)
+        return args.steps * args.batch / _fit_seconds(ff, x, images, labels, args.steps)
     finally:
         ff.compiled.executor.close()
+
+
+def _fit_seconds(ff, x, images, labels, iterations: int) -> float:
+    """Wall time of a one-epoch `fit` of `iterations` batches (the batch repeated) on data
+    loaders, as a user trains; its `[Metrics]` lines are dropped."""
+    loaders = (ff.create_data_loader(x, np.concatenate([images] * iterations)),
+               ff.create_data_loader(ff.label_tensor, np.concatenate([labels] * iterations)))
+    with contextlib.redirect_stderr(io.StringIO()):
+        return torch_twins.seconds(lambda: ff.fit(x=loaders[0], y=loaders[1], epochs=1), 1)
 
 
 def _ours_on_cluster(args, name: str, flags: list[str]) -> float:
