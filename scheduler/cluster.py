@@ -15,6 +15,7 @@ requires encryption (scheduler/security.py).
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import logging
 import sys
 from concurrent.futures import CancelledError
@@ -121,6 +122,13 @@ def watched_gather(client, futures: list, workers: list[str], during: str) -> li
             raise
 
 
+def dashboard(client) -> str:
+    """Where the cluster's Dask dashboard is, or what it needs."""
+    if importlib.util.find_spec("bokeh") is None:
+        return 'dashboard: none (it needs bokeh: pip install "flexflow-dask[viz]")'
+    return f"dashboard: {client.dashboard_link}"
+
+
 def disconnect(address: str) -> None:
     """Close our client of the cluster at `address` (before that cluster goes away)."""
     cluster = _STARTED.pop(("address", address), None)
@@ -164,8 +172,7 @@ def connect(address: str, num_devices: int | None = None, stream=sys.stdout,
         security = client_security(address, tls)  # checked before any connection is tried
         client = Client(address, security=security, set_as_default=False)
         _STARTED[key] = Cluster(client, [])
-        print(f"Connected to Dask scheduler {address}; dashboard: {client.dashboard_link}",
-              file=stream)
+        print(f"Connected to Dask scheduler {address}; {dashboard(client)}", file=stream)
     client = _STARTED[key].client
     client.wait_for_workers(num_devices or 1, timeout=60)
     return _listed(client, num_devices)
@@ -197,7 +204,7 @@ def start_local(num_devices: int, device_memory_mb: int = 0, stream=sys.stdout) 
     client = Client(owned, set_as_default=False)
     client.wait_for_workers(num_devices if not gpus else min(num_devices, gpus))
     cluster = _listed(client, None, owned)
-    print(f"Dask dashboard: {client.dashboard_link}", file=stream)
+    print(f"Dask {dashboard(client)}", file=stream)
     _STARTED[key] = cluster
     return cluster
 
