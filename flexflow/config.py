@@ -13,9 +13,9 @@ import time
 from typing import Sequence
 
 from . import __version__
-from .flags import FLAGS, Flag, FlagError, FlagWarning, help_text, parse_flags
+from .flags import DLRM_FLAGS, FLAGS, Flag, FlagError, FlagWarning, help_text, parse_flags
 
-__all__ = ["FFConfig", "NetConfig", "FlagError", "FlagWarning", "Flag", "FLAGS", "parse_flags",
+__all__ = ["FFConfig", "NetConfig", "DLRMConfig", "FlagError", "FlagWarning", "Flag", "FLAGS", "parse_flags",
            "command_line", "set_runtime_args"]
 
 
@@ -103,6 +103,17 @@ def exit_if_asked(argv: Sequence[str]) -> None:
     if "--version" in argv:
         print(f"flexflow-dask {__version__} (FlexFlow r22.07's API)")
         raise SystemExit(0)
+
+
+class DLRMConfig:
+    """FlexFlow's DLRM settings, read from its DLRM flags (`--arch-mlp-bot 4-2`, ...) with the
+    defaults of FlexFlow's DLRM example; the list settings are lists of ints."""
+
+    def __init__(self, argv: Sequence[str] | None = None):
+        values = parse_flags(command_line() if argv is None else argv, DLRM_FLAGS)
+        for flag in DLRM_FLAGS:
+            value = values.get(flag.field, flag.default)
+            setattr(self, flag.field, list(value) if isinstance(value, tuple) else value)
 
 
 class NetConfig:

@@ -157,9 +157,32 @@ OTHERS = frozenset((
 _WARNED: set[str] = set()
 
 
-def parse_flags(argv: Sequence[str]) -> dict[str, object]:
-    """Values of the known flags in `argv`; other arguments are skipped (with a warning for
-    those that resemble a known flag)."""
+def _int_list(text: str) -> list[int]:
+    """DLRM's layer lists, `a-b-c`."""
+    return [int(v) for v in text.split("-")]
+
+
+# FlexFlow's DLRMConfig (its DLRM example's flags and defaults)
+DLRM_FLAGS = (
+    F(("--arch-sparse-feature-size",), "sparse_feature_size", int, 2, "embedding width"),
+    F(("--arch-embedding-size",), "embedding_size", _int_list, (4,),
+      "vocabulary of each sparse feature, a-b-c"),
+    F(("--embedding-bag-size",), "embedding_bag_size", int, 1, "indices per embedding bag"),
+    F(("--arch-mlp-bot",), "mlp_bot", _int_list, (4, 2), "bottom MLP widths, a-b"),
+    F(("--arch-mlp-top",), "mlp_top", _int_list, (8, 2), "top MLP widths, a-b"),
+    F(("--loss-threshold",), "loss_threshold", _finite_float, 0.0, "stop below this loss"),
+    F(("--sigmoid-top",), "sigmoid_top", int, -1, "top MLP layer with a sigmoid, -1: none"),
+    F(("--sigmoid-bot",), "sigmoid_bot", int, -1, "bottom MLP layer with a sigmoid, -1: none"),
+    F(("--arch-interaction-op",), "arch_interaction_op", str, "cat", "cat or dot"),
+    F(("--dataset",), "dataset_path", str, "", "data set path"),
+    F(("--data-size",), "data_size", int, -1, "samples, -1: all"),
+)
+
+
+def parse_flags(argv: Sequence[str], table: Sequence[Flag] = FLAGS) -> dict[str, object]:
+    """Values of the flags of `table` (FFConfig's) in `argv`; other arguments are skipped
+    (with a warning, for FFConfig's table, for those that resemble one of its flags)."""
+    by_name = BY_NAME if table is FLAGS else {n: flag for flag in table for n in flag.names}
     values: dict[str, object] = {}
     tokens = list(argv)
     i = 0
@@ -167,9 +190,10 @@ def parse_flags(argv: Sequence[str]) -> dict[str, object]:
         token = tokens[i]
         i += 1
         name, joined, text = token.partition("=") if token.startswith("-") else (token, "", "")
-        flag = BY_NAME.get(name)
+        flag = by_name.get(name)
         if flag is None:
-            _warn_if_misspelt(name)
+            if table is FLAGS:
+                _warn_if_misspelt(name)
             continue
         if flag.parse is None:
             if joined:

@@ -82,3 +82,23 @@ def test_help_of_a_script_prints_the_flags_instead_of_training(launcher):
 def test_flexflow_python_help_and_version_without_a_script():
     assert "usage: flexflow_python" in launch("--help").stdout
     assert launch("--version").stdout.startswith("flexflow-dask ")
+
+
+def test_dlrm_config_has_flexflow_s_defaults_and_reads_its_flags():
+    from flexflow.core import DLRMConfig
+    default = DLRMConfig(argv=[])
+    assert (default.sparse_feature_size, default.embedding_size, default.embedding_bag_size,
+            default.mlp_bot, default.mlp_top, default.sigmoid_bot, default.sigmoid_top,
+            default.loss_threshold, default.arch_interaction_op, default.dataset_path) == (
+        2, [4], 1, [4, 2], [8, 2], -1, -1, 0.0, "cat", "")
+    config = DLRMConfig(argv=["-b", "8", "--arch-sparse-feature-size", "16",
+                              "--arch-embedding-size", "1000-2000-3000",
+                              "--arch-mlp-bot=64-16", "--arch-mlp-top", "64-32-1",
+                              "--sigmoid-top", "2", "--loss-threshold", "0.5",
+                              "--arch-interaction-op", "dot", "--dataset", "d.h5"])
+    assert (config.sparse_feature_size, config.embedding_size, config.mlp_bot, config.mlp_top,
+            config.sigmoid_top, config.loss_threshold, config.arch_interaction_op,
+            config.dataset_path) == (16, [1000, 2000, 3000], [64, 16], [64, 32, 1], 2, 0.5,
+                                     "dot", "d.h5")
+    with pytest.raises(FlagError, match="--arch-mlp-bot"):
+        DLRMConfig(argv=["--arch-mlp-bot", "4-x"])
