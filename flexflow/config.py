@@ -1,114 +1,23 @@
 """FFConfig: FlexFlow's run configuration, read from the command line like FlexFlow does.
 
-Every flag of FlexFlow r22.07's `FFConfig::parse_args` is accepted with its default; unknown
-arguments are ignored (scripts add their own flags and parse them with argparse), but a known flag
-with a malformed value (`-b abc`) is an error that names the flag.
+Every flag of FlexFlow r22.07's `FFConfig::parse_args` is accepted with its default
+(flexflow/flags.py: the table and the parser); unknown arguments pass through to the script.
+`--help` and `--version` on the command line print and exit before any work starts.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
-from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
+from . import __version__
+from .flags import DLRM_FLAGS, FLAGS, Flag, FlagError, FlagWarning, help_text, parse_flags
 
-class FlagError(ValueError):
-    """A command-line flag had a value of the wrong form."""
+__all__ = ["FFConfig", "NetConfig", "DLRMConfig", "FlagError", "FlagWarning", "Flag", "FLAGS", "parse_flags",
+           "command_line", "set_runtime_args"]
 
-
-@dataclass(frozen=True)
-class Flag:
-    names: tuple[str, ...]
-    field: str
-    parse: Callable[[str], object] | None  # None: a switch that takes no value
-    default: object
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise ValueError("must be positive")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError("must not be negative")
-    return value
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError("must be finite")
-    return value
-
-
-def _size_mb(text: str) -> int:
-    """Realm sizes are megabytes, optionally with a unit suffix (`-ll:fsize 14g`)."""
-    units = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
-    if text and text[-1].lower() in units:
-        value = _finite_float(text[:-1]) * units[text[-1].lower()]
-        if not 0 <= value < math.inf:
-            raise ValueError("must be a finite size, not negative")
-        return int(value)
-    return _non_negative_int(text)
-
-
-FLAGS = (
-    Flag(("-e", "--epochs"), "epochs", _positive_int, 1),
-    Flag(("-b", "--batch-size"), "batch_size", _positive_int, 64),
-    Flag(("--lr", "--learning-rate"), "learning_rate", _finite_float, 0.01),
-    Flag(("--wd", "--weight-decay"), "weight_decay", _finite_float, 0.0001),
-    Flag(("-p", "--print-freq"), "print_freq", int, 10),
-    Flag(("-d", "--dataset"), "dataset_path", str, ""),
-    Flag(("--budget", "--search-budget"), "search_budget", _non_negative_int, 0),
-    Flag(("--alpha", "--search-alpha"), "search_alpha", _finite_float, 1.0),
-    Flag(("--simulator-workspace-size",), "simulator_workspace_size", _non_negative_int, 2 << 30),
-    Flag(("--import", "--import-strategy"), "import_strategy_file", str, ""),
-    Flag(("--export", "--export-strategy"), "export_strategy_file", str, ""),
-    Flag(("--enable-parameter-parallel",), "enable_parameter_parallel", None, False),
-    Flag(("--enable-attribute-parallel",), "enable_attribute_parallel", None, False),
-    Flag(("--enable-sample-parallel",), "enable_sample_parallel", None, True),
-    Flag(("-ll:gpu",), "workers_per_node", _positive_int, 0),  # 0: not given, one device
-    Flag(("-ll:cpu",), "cpus_per_node", _non_negative_int, 0),
-    Flag(("-ll:fsize",), "device_memory_mb", _size_mb, 0),
-    Flag(("-ll:zsize",), "zero_copy_memory_mb", _size_mb, 0),
-    Flag(("-ll:util",), "utility_threads", _non_negative_int, 1),
-    Flag(("-ll:bgwork",), "background_threads", _non_negative_int, 1),
-    Flag(("--nodes",), "num_nodes", _positive_int, 1),
-    Flag(("--profiling",), "profiling", None, False),
-    Flag(("--allow-tensor-op-math-conversion",), "allow_tensor_op_math_conversion", None, False),
-    Flag(("--fusion",), "perform_fusion", None, False),
-    Flag(("--overlap",), "search_overlap_backward_update", None, False),
-    Flag(("--taskgraph",), "export_strategy_task_graph_file", str, ""),
-    Flag(("--machine-model-version",), "machine_model_version", _non_negative_int, 0),
-    Flag(("--machine-model-file",), "machine_model_file", str, ""),
-    Flag(("--simulator-segment-size",), "simulator_segment_size", _positive_int, 16777216),
-    Flag(("--simulator-max-num-segments",), "simulator_max_num_segments", _positive_int, 1),
-    Flag(("--enable-propagation",), "enable_propagation", None, False),
-    Flag(("--disable-control-replication",), "disable_control_replication", None, False),
-    Flag(("--python-data-loader-type",), "python_data_loader_type", _positive_int, 2),
-    Flag(("-i", "--iterations"), "iterations", _positive_int, 1),
-    Flag(("--scheduler",), "scheduler_address", str, ""),
-    Flag(("--tls-ca-file",), "tls_ca_file", str, ""),
-    Flag(("--tls-cert",), "tls_cert", str, ""),
-    Flag(("--tls-key",), "tls_key", str, ""),
-    Flag(("--in-process",), "in_process", None, False),
-    Flag(("--cluster",), "force_cluster", None, False),
-    Flag(("--cpu",), "cpu_only", None, False),
-    Flag(("--seed",), "seed", _non_negative_int, 0),
-    Flag(("--allow-nonfinite",), "allow_nonfinite", None, False),
-    Flag(("--recovery-interval",), "recovery_interval", _non_negative_int, 10),
-    Flag(("--profile",), "profile_file", str, ""),
-    Flag(("--timeline",), "timeline_file", str, ""),
-    Flag(("--search-plot",), "search_plot_file", str, ""),
-)
-_BY_NAME = {name: flag for flag in FLAGS for name in flag.names}
 
 # Runtime flags (`-ll:gpu 2` ...) the launcher took off the script's sys.argv, as FlexFlow's does;
 # FFConfig still reads them, as FlexFlow's read them from the runtime's own arguments.
@@ -125,38 +34,13 @@ def command_line() -> list[str]:
     return [*_runtime_args, *sys.argv[1:]]
 
 
-def parse_flags(argv: Sequence[str]) -> dict[str, object]:
-    """Values of the known flags in `argv`; unknown tokens are skipped."""
-    values: dict[str, object] = {}
-    tokens = list(argv)
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        flag = _BY_NAME.get(token)
-        i += 1
-        if flag is None:
-            continue
-        if flag.parse is None:
-            values[flag.field] = True
-            continue
-        if i >= len(tokens):
-            raise FlagError(f"flag {token} needs a value")
-        text = tokens[i]
-        i += 1
-        try:
-            values[flag.field] = flag.parse(text)
-        except ValueError as error:
-            kind = getattr(flag.parse, "__name__", "value").lstrip("_").replace("_", " ")
-            raise FlagError(f"flag {token}: {text!r} is not a valid {kind} ({error})") from None
-    return values
-
-
 class FFConfig:
     """Run configuration. `FFConfig()` parses `sys.argv`; `FFConfig(argv=[...])` or keyword
     overrides (`FFConfig(batch_size=32)`) build one programmatically."""
 
     def __init__(self, argv: Sequence[str] | None = None, **overrides):
         self._argv = command_line() if argv is None else list(argv)
+        exit_if_asked(self._argv)
         unknown = set(overrides) - {f.field for f in FLAGS}
         if unknown:
             raise TypeError(f"FFConfig got unknown settings {sorted(unknown)}")
@@ -209,6 +93,27 @@ class FFConfig:
     def __repr__(self) -> str:
         return (f"FFConfig(batch_size={self.batch_size}, epochs={self.epochs}, "
                 f"workers_per_node={self.workers_per_node}, num_nodes={self.num_nodes})")
+
+
+def exit_if_asked(argv: Sequence[str]) -> None:
+    """`--help`: print the flags and exit; `--version`: print the version and exit."""
+    if "--help" in argv:
+        print(help_text())
+        raise SystemExit(0)
+    if "--version" in argv:
+        print(f"flexflow-dask {__version__} (FlexFlow r22.07's API)")
+        raise SystemExit(0)
+
+
+class DLRMConfig:
+    """FlexFlow's DLRM settings, read from its DLRM flags (`--arch-mlp-bot 4-2`, ...) with the
+    defaults of FlexFlow's DLRM example; the list settings are lists of ints."""
+
+    def __init__(self, argv: Sequence[str] | None = None):
+        values = parse_flags(command_line() if argv is None else argv, DLRM_FLAGS)
+        for flag in DLRM_FLAGS:
+            value = values.get(flag.field, flag.default)
+            setattr(self, flag.field, list(value) if isinstance(value, tuple) else value)
 
 
 class NetConfig:

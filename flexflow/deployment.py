@@ -11,7 +11,7 @@ public parts (graph, flags, optimizer) and of what compile fixed (objective, los
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import profiling, report
 from .config import FFConfig, FlagError
@@ -57,15 +57,17 @@ def deploy(model, objective: Objective, loss, cluster, strategy: dict | None, fi
         strategy = strategy_file.load(config.import_strategy_file, model.graph, num_devices)
         what = f"the strategy of {config.import_strategy_file}"
     runner = runner_for(cluster, num_devices, config.cpu_only)
-    planner = Planner(model.graph, objective, num_devices, runner, plan_options(config, first),
-                      loss, update_rule(model.optimizer))
+    memory = gpu_memory(config, runner)
+    planner = Planner(model.graph, objective, num_devices, runner,
+                      replace(plan_options(config, first), device_memory=memory), loss,
+                      update_rule(model.optimizer))
     trace = search_trace.SearchTrace() if first and config.search_plot_file else None
     if config.search_budget > 0:
         strategy = _search(config, planner, strategy, trace)
         what = "the searched strategy"
     strategy = dict(strategy or data_parallel_strategy(model.graph, num_devices))
     taskgraph = build_task_graph(model.graph, strategy, num_devices, objective, checks(config))
-    planner.finish(strategy, taskgraph, capacities(runner, config.device_memory_mb << 20), what,
+    planner.finish(strategy, taskgraph, capacities(runner, memory), what,
                    config.export_strategy_file if first else "")
     if previous is not None:
         previous.close()
@@ -97,6 +99,13 @@ def plan_options(config: FFConfig, first: bool = True) -> PlanOptions:
     return PlanOptions(search, version, machine_file, config.device_memory_mb << 20,
                        config.export_strategy_task_graph_file if first else "",
                        config.cpu_only, checks=checks(config))
+
+
+def gpu_memory(config: FFConfig, runner) -> int:
+    """Bytes of memory per device that -ll:fsize gives: a GPU's; on CPU workers the memory is
+    the worker's memory limit (FlexFlow's command lines give -ll:fsize for their GPUs), and 0
+    means not given."""
+    return config.device_memory_mb << 20 if config.device_memory_mb and runner.on_gpus() else 0
 
 
 def checks(config: FFConfig) -> Checks:

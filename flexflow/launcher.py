@@ -16,7 +16,7 @@ script in `sys.argv[1]`; scripts that parse with argparse see the same flags eit
 Before the script name: `--nocr` (FlexFlow: no control replication; nothing to do here),
 `--freeze-on-error` and `--backtrace` (its driver's Legion debugging switches; Python prints the
 traceback anyway) are accepted and ignored. `-c CMD` runs a command; no script (or `-`) starts an
-interactive interpreter.
+interactive interpreter; `--help` prints FlexFlow's flags and `--version` the version.
 """
 
 from __future__ import annotations
@@ -80,6 +80,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.debug("ignoring launcher option %s", rest.pop(0))
     note_ignored(runtime)
     config.set_runtime_args(runtime)
+    if rest[:1] == ["--help"]:
+        print(USAGE)
+    if rest[:1] in (["--help"], ["--version"]):
+        config.exit_if_asked(rest[:1])
     if rest[:1] == ["-c"]:
         if len(rest) < 2:
             raise SystemExit(f"flexflow_python: -c needs a command\n{USAGE}")

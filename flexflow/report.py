@@ -32,8 +32,8 @@ def check(config: FFConfig) -> None:
     if not folder.is_dir():
         raise FlagError(f"--profile {config.profile_file}: folder {folder} does not exist")
     if importlib.util.find_spec("bokeh") is None:
-        raise FlagError("--profile needs the bokeh package to draw Dask's performance report "
-                        "(pip install bokeh)")
+        raise FlagError("--profile needs the bokeh package to draw Dask's performance report: "
+                        "pip install \"flexflow-dask[viz]\"")
 
 
 _active: dict[str, "PerformanceReport"] = {}  # path -> the report recording into it

@@ -15,6 +15,7 @@ requires encryption (scheduler/security.py).
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import logging
 import sys
 from concurrent.futures import CancelledError
@@ -121,6 +122,13 @@ def watched_gather(client, futures: list, workers: list[str], during: str) -> li
             raise
 
 
+def dashboard(client) -> str:
+    """Where the cluster's Dask dashboard is, or what it needs."""
+    if importlib.util.find_spec("bokeh") is None:
+        return 'dashboard: none (it needs bokeh: pip install "flexflow-dask[viz]")'
+    return f"dashboard: {client.dashboard_link}"
+
+
 def disconnect(address: str) -> None:
     """Close our client of the cluster at `address` (before that cluster goes away)."""
     cluster = _STARTED.pop(("address", address), None)
@@ -164,8 +172,7 @@ def connect(address: str, num_devices: int | None = None, stream=sys.stdout,
         security = client_security(address, tls)  # checked before any connection is tried
         client = Client(address, security=security, set_as_default=False)
         _STARTED[key] = Cluster(client, [])
-        print(f"Connected to Dask scheduler {address}; dashboard: {client.dashboard_link}",
-              file=stream)
+        print(f"Connected to Dask scheduler {address}; {dashboard(client)}", file=stream)
     client = _STARTED[key].client
     client.wait_for_workers(num_devices or 1, timeout=60)
     return _listed(client, num_devices)
@@ -187,19 +194,34 @@ def start_local(num_devices: int, device_memory_mb: int = 0, stream=sys.stdout) 
                                  security=security, **_memory_pools(LocalCUDACluster,
                                                                     device_memory_mb))
     else:
-        from distributed import LocalCluster
-
-        print(f"GPUs were not found: starting {num_devices} CPU worker processes, one per "
-              f"requested device.", file=stream)
-        owned = LocalCluster(n_workers=num_devices, threads_per_worker=1, processes=True,
-                             dashboard_address=":0", env=single_threaded_blas(),
-                             silence_logs=logging.ERROR, security=security)
+        print(f"GPUs were not found: starting {num_devices} CPU worker "
+              f"{'process' if num_devices == 1 else 'processes'}, one per requested device.",
+              file=stream)
+        owned = _cpu_cluster(num_devices, security)
     client = Client(owned, set_as_default=False)
     client.wait_for_workers(num_devices if not gpus else min(num_devices, gpus))
     cluster = _listed(client, None, owned)
-    print(f"Dask dashboard: {client.dashboard_link}", file=stream)
+    print(f"Dask {dashboard(client)}", file=stream)
     _STARTED[key] = cluster
     return cluster
+
+
+def _cpu_cluster(num_devices: int, security):
+    """Single-threaded CPU worker processes on loopback. They are started as `dask spec`
+    commands (Dask's SubprocessCluster), so they never import the user's `__main__`: a
+    LocalCluster's worker processes are spawned from this one and run the main script again,
+    which a script without an `if __name__ == "__main__":` guard cannot survive. A cluster that
+    must use TLS (Dask's config requires encryption) needs its throwaway certificate in the
+    workers' memory, which only a LocalCluster can give them."""
+    if security is not None:
+        from distributed import LocalCluster
+        return LocalCluster(n_workers=num_devices, threads_per_worker=1, processes=True,
+                            dashboard_address="127.0.0.1:0", env=single_threaded_blas(),
+                            silence_logs=logging.ERROR, security=security)
+    from distributed.deploy.subprocess import SubprocessCluster
+    return SubprocessCluster(n_workers=num_devices, threads_per_worker=1,
+                             dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR,
+                             worker_kwargs={"env": single_threaded_blas()})
 
 
 def _memory_pools(cluster_class, device_memory_mb: int) -> dict:

@@ -4,7 +4,7 @@
 import numpy as np
 
 from ..checkpoint import CheckpointError
-from ..config import FFConfig, FlagError, NetConfig
+from ..config import DLRMConfig, FFConfig, FlagError, NetConfig
 from ..dataloader import DataLoader2D, DataLoader4D, SingleDataLoader
 from ..initializers import (GlorotUniformInitializer, Initializer, NormInitializer,
                             UniformInitializer, ZeroInitializer)

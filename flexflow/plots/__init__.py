@@ -33,7 +33,8 @@ def figure_class():
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        raise PlotError("drawing pictures needs matplotlib (pip install matplotlib)") from None
+        raise PlotError("drawing pictures (--timeline, --search-plot) needs matplotlib: pip "
+                        "install \"flexflow-dask[viz]\"") from None
     return Figure
 
 

@@ -20,6 +20,10 @@ def _noop(*args) -> None:
     return None
 
 
+def _array_module_name(cpu_only: bool) -> str:
+    return array_module(cpu_only).__name__
+
+
 class LocalRunner:
     """Devices are this process (the in-process executor)."""
 
@@ -45,6 +49,9 @@ class LocalRunner:
 
     def memory(self) -> list[int | None]:
         return [None] * self.num_devices
+
+    def on_gpus(self) -> bool:
+        return _array_module_name(self.cpu_only) == "cupy"
 
     def raw_chain_ms(self, devices: Sequence[int], length: int) -> float:
         return 0.0
@@ -93,6 +100,10 @@ class DaskRunner:
             self._memory = [info[w].get("memory_limit") or None if w in info else None
                             for w in self.workers]
         return self._memory
+
+    def on_gpus(self) -> bool:
+        """Whether the devices are GPUs (asked of the first worker)."""
+        return self.run(0, _array_module_name, self.cpu_only) == "cupy"
 
     def raw_chain_ms(self, devices: Sequence[int], length: int) -> float:
         """A chain of `length` dependent tiny tasks visiting `devices` in turn."""

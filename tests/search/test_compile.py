@@ -8,6 +8,7 @@ import pytest
 
 from flexflow.core import ActiMode, FFConfig, FFModel, LossType, SGDOptimizer
 from flexflow.scheduler import strategy_file
+from flexflow.scheduler.calibration import LocalRunner
 from flexflow.scheduler.machine import MachineError
 from flexflow.scheduler.search import BEST_FOOTER, BEST_HEADER
 from flexflow.scheduler.strategy import ParallelConfig, StrategyError
@@ -67,10 +68,12 @@ def compile_with(argv):
 
 
 @pytest.mark.parametrize("search", [[], ["--budget", "5"]])
-def test_imported_strategy_over_memory_is_reported(tmp_path, search):
+def test_imported_strategy_over_memory_is_reported(tmp_path, monkeypatch, search):
     path = tmp_path / "dp.txt"
     compile_with(["--in-process", "-ll:gpu", "2", "--export", str(path)])
     argv = ["--in-process", "-ll:gpu", "2", "-ll:fsize", "1", "--import", str(path), *search]
+    compile_with(argv)  # on CPU devices -ll:fsize (a GPU's memory) does not apply
+    monkeypatch.setattr(LocalRunner, "on_gpus", lambda self: True)
     with pytest.raises(StrategyError, match=r"does not fit in device memory: device 0 needs "
                                             r"\d+\.\d MB, has 1\.0 MB"):
         compile_with(argv)
