@@ -1,12 +1,16 @@
 """Data-parallel scaling on a real local cluster: throughput of a compute-heavy CNN on 2 workers
 over 1 worker, with the same total cores (1 worker with 2 BLAS threads vs 2 workers with 1), and
-the number of dependent hops (Dask task levels) in one data-parallel iteration.
+the number of dependent hops (Dask task levels) in one data-parallel iteration. Each repeat is a
+one-epoch `fit` of `--steps` batches on data loaders, as a user trains (the data kept on the
+workers, the iterations in windows).
 
     python bench/scaling.py [--steps 10] [--repeats 3] [--batch 64]
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import statistics
 import time
@@ -14,6 +18,7 @@ import time
 import numpy as np
 from distributed import LocalCluster
 from command_line import command_line
+from host_load import StealMeter, describe
 
 from flexflow.core import ActiMode, FFConfig, FFModel, LossType, SGDOptimizer
 from flexflow.scheduler import cluster as cluster_module
@@ -35,9 +40,9 @@ def cnn(ff, batch):
     return x
 
 
-def throughput(workers: int, args) -> tuple[float, int]:
+def throughput(workers: int, threads: int, args) -> tuple[float, int]:
     """Median samples/s over repeats, and the dependent hops of one iteration."""
-    blas = str(CORES // workers)
+    blas = str(threads)
     env = {name: blas for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                       dashboard_address=":0", env=env) as cluster:
@@ -47,15 +52,17 @@ def throughput(workers: int, args) -> tuple[float, int]:
         ff.compile(optimizer=SGDOptimizer(ff, lr=0.01, momentum=0.9),
                    loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
         rng = np.random.default_rng(0)
-        x.set_tensor(ff, rng.standard_normal(x.dims).astype(np.float32))
-        ff.label_tensor.set_tensor(ff, rng.integers(0, 10, (args.batch, 1)).astype(np.int32))
-        ff.train_step()
+        images = rng.standard_normal((args.batch * args.steps, *x.dims[1:])).astype(np.float32)
+        labels = rng.integers(0, 10, (args.batch * args.steps, 1)).astype(np.int32)
+        loaders = (ff.create_data_loader(x, images),
+                   ff.create_data_loader(ff.label_tensor, labels))
         runs = []
-        for _ in range(args.repeats):
+        for repeat in range(args.repeats + 1):  # the first is a warm-up
             start = time.perf_counter()
-            for _ in range(args.steps):
-                ff.train_step()
-            runs.append(args.steps * args.batch / (time.perf_counter() - start))
+            with contextlib.redirect_stderr(io.StringIO()):  # its [Metrics] lines
+                ff.fit(x=loaders[0], y=loaders[1], epochs=1)
+            if repeat:
+                runs.append(args.steps * args.batch / (time.perf_counter() - start))
         groups = fuse(ff.compiled.executor.taskgraph.phase(*PHASES))
         hops = hop_count(groups)
         ff.compiled.executor.close()
@@ -72,14 +79,26 @@ def hop_count(groups) -> int:
 
 
 def main():
-    args = command_line(__doc__, steps=10, repeats=3, batch=64)
-    print(f"CNN 3x32x32, batch {args.batch}, {CORES} cores in all; median of {args.repeats} "
-          f"runs of {args.steps} steps (cpu count {os.cpu_count()})")
-    one, hops_one = throughput(1, args)
-    two, hops_two = throughput(2, args)
-    print(f"1 worker  x {CORES} threads: {one:8.1f} samples/s, {hops_one} dependent hop(s)")
-    print(f"2 workers x 1 thread : {two:8.1f} samples/s, {hops_two} dependent hop(s)")
-    print(f"data-parallel speed-up 2 workers / 1 worker: {two / one:.2f}x")
+    args = command_line(__doc__, steps=10, repeats=3, batch=64, rounds=3)
+    steal = StealMeter()
+    print(f"CNN 3x32x32, batch {args.batch}, {CORES} cores; {args.rounds} rounds, each the "
+          f"median of {args.repeats} fits of {args.steps} steps (cpu count {os.cpu_count()}, "
+          f"{describe(steal.read())})")
+    layouts = [(1, CORES), (2, 1), (1, 1)]  # (workers, threads per worker)
+    figures: dict[tuple[int, int], list[float]] = {layout: [] for layout in layouts}
+    hops = {}
+    for r in range(args.rounds):
+        for layout in layouts[r % 3:] + layouts[:r % 3]:
+            samples, hops[layout] = throughput(*layout, args)
+            figures[layout].append(samples)
+    median = {layout: statistics.median(values) for layout, values in figures.items()}
+    for (workers, threads), value in median.items():
+        print(f"{workers} worker(s) x {threads} thread(s): {value:8.1f} samples/s "
+              f"(rounds: {', '.join(f'{v:.1f}' for v in figures[(workers, threads)])}), "
+              f"{hops[(workers, threads)]} dependent hop(s)")
+    print(f"2 workers x 1 thread over 1 worker x {CORES} threads: "
+          f"{median[(2, 1)] / median[(1, CORES)]:.2f}x; over 1 worker x 1 thread: "
+          f"{median[(2, 1)] / median[(1, 1)]:.2f}x ({describe(steal.read())})")
 
 
 if __name__ == "__main__":

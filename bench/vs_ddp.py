@@ -16,11 +16,12 @@ cross-entropy, on N = `--devices` cores' worth of processes and threads:
 Every run of a system is a child process of its own (this script with `--child`), so thread
 settings and allocator state do not leak from one system to the next; it trains `--warmup`
 steps, then times `--steps` steps (ours: a one-epoch `fit` of that many batches on data loaders,
-as a user trains, so the data set is kept on the workers and the iterations run in windows). Rounds alternate the systems (round r runs each once, in an
-order rotated by r), so a slow spell of the shared host hits all of them. Reported per model
-and system: the median samples/s over the rounds, and its ratio to PyTorch DDP and to PyTorch
-eager (higher is better). Each child runs in a process group of its own, ended with everything
-in it (cluster workers, DDP ranks) when it finishes, fails or is interrupted.
+as a user trains, so the data set is kept on the workers and the iterations run in windows).
+Rounds alternate the systems (round r runs each once, in an order rotated by r), so a slow spell
+of the shared host hits all of them. Reported per model and system: the median samples/s over
+the rounds, and its ratio to PyTorch DDP and to PyTorch eager (higher is better). Each child
+runs in a process group of its own, ended with everything in it (cluster workers, DDP ranks)
+when it finishes, fails or is interrupted.
 
     python bench/vs_ddp.py [--rounds 5] [--steps 5] [--warmup 2] [--batch 64] [--devices 2]
                            [--budget 1000] [--models cifar10_cnn alexnet_cifar]

@@ -15,7 +15,8 @@ from typing import Sequence
 from . import __version__
 from .flags import DLRM_FLAGS, FLAGS, Flag, FlagError, FlagWarning, help_text, parse_flags
 
-__all__ = ["FFConfig", "NetConfig", "DLRMConfig", "FlagError", "FlagWarning", "Flag", "FLAGS", "parse_flags",
+__all__ = ["FFConfig", "NetConfig", "DLRMConfig", "FlagError", "FlagWarning", "Flag", "FLAGS",
+           "parse_flags",
            "command_line", "set_runtime_args"]
 
 

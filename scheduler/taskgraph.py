@@ -1,13 +1,13 @@
 """From (graph, strategy, objective) to device-pinned tasks.
 
 Every task is data only: a key (`TaskKey`: layer, phase, part, kind; written `<layer>-<kind>-
-<part>` where it is shown), the device it runs on, its phase, the keys it depends on, and an action from
-`scheduler.actions`. Data movement is derived from boxes alone: a consumer partition needs
-`op.input_box(out_box)`; every producer partition whose box intersects it either sits on the same
-device (a plain dependency) or sends the intersection (a Send task on the producer's device).
-Backward mirrors this with gradient pieces. A weight box held by several devices is updated in
-shards (`shards.py`): each holder sends shard j of its gradient to shard j's owner, which sums
-the pieces, updates shard j and sends its new values to the other holders.
+<part>` where it is shown), the device it runs on, its phase, the keys it depends on, and an
+action from `scheduler.actions`. Data movement is derived from boxes alone: a consumer partition
+needs `op.input_box(out_box)`; every producer partition whose box intersects it either sits on
+the same device (a plain dependency) or sends the intersection (a Send task on the producer's
+device). Backward mirrors this with gradient pieces. A weight box held by several devices is
+updated in shards (`shards.py`): each holder sends shard j of its gradient to shard j's owner,
+which sums the pieces, updates shard j and sends its new values to the other holders.
 
 The graph is assembled from segments: one per layer and phase (its forward tasks and the sends
 that feed them; the loss; its backward tasks and the gradient sends that feed them) and one per

@@ -3,7 +3,6 @@ window, whose programs run its iterations on the workers, and prints, trains and
 as iteration by iteration; the non-finite guard stops at the same iteration with the same
 weights."""
 
-import re
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ from flexflow.nonfinite import NonFiniteError
 from flexflow.scheduler import cluster as cluster_module
 
 from .cluster import loopback_cluster
+from .training import all_weights, metric_lines, numbers
 
 BATCH, SAMPLES, EPOCHS = 8, 80, 2  # 10 iterations an epoch
 
@@ -50,15 +50,9 @@ def fit(argv, capsys, bad_row=None):
                epochs=EPOCHS)
     except NonFiniteError as raised:
         error = raised
-    lines = [line for line in capsys.readouterr().err.splitlines() if "[Metrics]" in line]
-    weights = [ff.get_layer_by_id(i).get_parameter_by_id(k).get_weights(ff)
-               for i in range(len(ff.graph.layers))
-               for k in range(ff.get_layer_by_id(i).get_number_parameters())]
+    lines = metric_lines(capsys)
+    weights = all_weights(ff)
     return weights, lines, error
-
-
-def numbers(line):
-    return [float(v) for v in re.findall(r"[-+]?\d+\.?\d*(?:e[-+]?\d+)?", line)]
 
 
 def assert_same_fit(run, reference):

@@ -5,7 +5,6 @@ weights and per-iteration metrics: no iteration lost, none counted twice."""
 
 import os
 import random
-import re
 import signal
 import threading
 import time
@@ -20,6 +19,7 @@ from flexflow.scheduler import cluster as cluster_module
 from flexflow.scheduler.distributed import DaskExecutor
 
 from .cluster import loopback_cluster
+from .training import all_weights, metric_lines, numbers
 
 BATCH, SAMPLES, EPOCHS = 12, 96, 2  # 8 iterations an epoch; 12 splits over 3 devices and 2
 
@@ -42,15 +42,9 @@ def build_and_fit(argv, capsys):
     capsys.readouterr()
     ff.fit(x=ff.create_data_loader(x, images), y=ff.create_data_loader(ff.label_tensor, labels),
            epochs=EPOCHS)
-    lines = [line for line in capsys.readouterr().err.splitlines() if "[Metrics]" in line]
-    weights = [ff.get_layer_by_id(i).get_parameter_by_id(k).get_weights(ff)
-               for i in range(len(ff.graph.layers))
-               for k in range(ff.get_layer_by_id(i).get_number_parameters())]
+    lines = metric_lines(capsys)
+    weights = all_weights(ff)
     return weights, lines, ff
-
-
-def numbers(line):
-    return [float(v) for v in re.findall(r"[-+]?\d+\.?\d*(?:e[-+]?\d+)?", line)]
 
 
 def kill_during_run(monkeypatch, client, victim, at_call):

@@ -1,8 +1,11 @@
 """What shows that a run trained: its loss fell and every weight the optimizer updates moved.
 The strategy tests compare each run with the single-device one; this check on the single-device
-run is what keeps them from passing when no run trains at all."""
+run is what keeps them from passing when no run trains at all. Also: readers of a run's
+weights and of its printed metric lines."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -40,3 +43,20 @@ def vanishing_gradient_weights(graph) -> set[str]:
         if layer.type_name == "MultiHeadAttention":
             keys |= {f"{layer.name}.{w.name}" for w in layer.weights if w.name == "k_bias"}
     return keys
+
+
+def all_weights(ff) -> list[np.ndarray]:
+    """Every weight of `ff`, layer by layer."""
+    return [ff.get_layer_by_id(i).get_parameter_by_id(k).get_weights(ff)
+            for i in range(len(ff.graph.layers))
+            for k in range(ff.get_layer_by_id(i).get_number_parameters())]
+
+
+def metric_lines(capsys) -> list[str]:
+    """The `[Metrics]` lines printed to stderr since the last reading."""
+    return [line for line in capsys.readouterr().err.splitlines() if "[Metrics]" in line]
+
+
+def numbers(line: str) -> list[float]:
+    """The numbers of a printed line."""
+    return [float(v) for v in re.findall(r"[-+]?\d+\.?\d*(?:e[-+]?\d+)?", line)]
