@@ -469,9 +469,12 @@ class FFModel:
         self._ran_forward = True
 
     def backward(self, seq_length=None) -> None:
-        """Metrics of the last forward, then gradients (FlexFlow's backward computes both)."""
+        """Metrics of the last forward, then gradients; prints the `[Metrics]` line, as
+        FlexFlow's backward computes and prints them at every iteration of a hand-written
+        loop (forward, zero_gradients, backward, update)."""
         self._require_forward("backward")
         self._perf.add(self._run("loss", "backward"))
+        self._perf.print()
 
     def update(self) -> None:
         self._run("update")

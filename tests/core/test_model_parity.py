@@ -86,10 +86,10 @@ def test_training_losses_match_pytorch(builder, kind):
     assert np.mean(torch_losses[-4:]) < np.mean(torch_losses[:4])  # the run actually trained
 
 
-def test_manual_loop_equals_train_step():
+def test_manual_loop_equals_train_step(capsys):
     """forward / zero_gradients / backward / update called one by one give the fused step's
-    numbers."""
-    losses = []
+    numbers, and backward prints each iteration's `[Metrics]` line, as FlexFlow's does."""
+    losses, printed = [], []
     for fused in (True, False):
         ffmodel = FFModel(FFConfig(argv=[], batch_size=BATCH))
         net, x, _, sample_shape = mlp_pair(ffmodel)
@@ -111,4 +111,6 @@ def test_manual_loop_equals_train_step():
                 ffmodel.update()
             run.append(ffmodel.get_perf_metrics().mean("sparse_categorical_crossentropy"))
         losses.append(run)
+        printed.append(capsys.readouterr().err.count("[Metrics]"))
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-6)
+    assert printed == [0, 5]  # train_step (ours) prints nothing; fit prints its own lines

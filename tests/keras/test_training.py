@@ -111,6 +111,44 @@ def test_batch_logs_are_per_batch_and_epoch_logs_their_mean():
         np.mean([b["accuracy"] for b in record.batches]))
 
 
+def test_keras_s_batch_and_test_hooks_are_called():
+    """on_train_batch_* (Keras's names; on_batch_* still work), and on_test_* for fit's
+    validation and for evaluate, each with its batch's logs."""
+    class Record(Callback):
+        def __init__(self):
+            super().__init__()
+            self.calls = []
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.calls.append(("train", batch, round(logs["loss"], 6)))
+
+        def on_test_begin(self, logs=None):
+            self.calls.append(("test begin",))
+
+        def on_test_batch_begin(self, batch, logs=None):
+            self.calls.append(("test batch", batch))
+
+        def on_test_batch_end(self, batch, logs=None):
+            self.calls.append(("test batch end", batch, logs["size"]))
+
+        def on_test_end(self, logs=None):
+            self.calls.append(("test end", round(logs["loss"], 6)))
+
+    record = Record()
+    model = make_model()
+    x, y = data()
+    history = model.fit(x, y, epochs=1, callbacks=[record], validation_split=0.2, verbose=0)
+    trained = [call for call in record.calls if call[0] == "train"]
+    assert [call[1] for call in trained] == list(range(8))
+    tested = [call for call in record.calls if call[0] != "train"]
+    assert tested == [("test begin",), ("test batch", 0), ("test batch end", 0, B),
+                      ("test batch", 1), ("test batch end", 1, B),
+                      ("test end", round(history.history["val_loss"][0], 6))]
+    again = Record()
+    loss = model.evaluate(x[8 * B:], y[8 * B:], verbose=0, callbacks=[again])[0]
+    assert again.calls[0] == ("test begin",) and again.calls[-1] == ("test end", round(loss, 6))
+
+
 def test_shuffle_is_seeded():
     x, y = data()
 

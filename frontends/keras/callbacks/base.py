@@ -37,6 +37,25 @@ class Callback:
     def on_batch_end(self, batch, logs=None):
         pass
 
+    # Keras's names for the training batch hooks (on_batch_* are their older names)
+    def on_train_batch_begin(self, batch, logs=None):
+        self.on_batch_begin(batch, logs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.on_batch_end(batch, logs)
+
+    def on_test_begin(self, logs=None):
+        pass
+
+    def on_test_end(self, logs=None):
+        pass
+
+    def on_test_batch_begin(self, batch, logs=None):
+        pass
+
+    def on_test_batch_end(self, batch, logs=None):
+        pass
+
     def on_train_begin(self, logs=None):
         pass
 
@@ -75,15 +94,31 @@ class CallbackList:
     def batch_hooks_wait(self) -> bool:
         """Whether the batch hooks may wait for the window of iterations that holds the batch:
         no callback has them, or those that do read their logs only."""
-        return all(callback.batch_logs_only or (
-            type(callback).on_batch_begin is Callback.on_batch_begin
-            and type(callback).on_batch_end is Callback.on_batch_end)
+        hooks = ("on_batch_begin", "on_batch_end", "on_train_batch_begin", "on_train_batch_end")
+        return all(callback.batch_logs_only or all(
+            getattr(type(callback), hook) is getattr(Callback, hook) for hook in hooks)
             for callback in self.callbacks)
 
     def on_batch_begin(self, batch: int) -> None:
         for callback in self.callbacks:
-            callback.on_batch_begin(batch, {})
+            callback.on_train_batch_begin(batch, {})
 
     def on_batch_end(self, batch: int, logs: dict) -> None:
         for callback in self.callbacks:
-            callback.on_batch_end(batch, logs)
+            callback.on_train_batch_end(batch, logs)
+
+    def on_test_begin(self) -> None:
+        for callback in self.callbacks:
+            callback.on_test_begin({})
+
+    def on_test_end(self, logs: dict) -> None:
+        for callback in self.callbacks:
+            callback.on_test_end(logs)
+
+    def on_test_batch_begin(self, batch: int) -> None:
+        for callback in self.callbacks:
+            callback.on_test_batch_begin(batch, {})
+
+    def on_test_batch_end(self, batch: int, logs: dict) -> None:
+        for callback in self.callbacks:
+            callback.on_test_batch_end(batch, logs)

@@ -247,12 +247,11 @@ class BaseModel:
                  use_multiprocessing=False, return_dict=False):
         """Loss and metrics over (x, y) in inference mode: the loss alone without metrics, else
         [loss, metric...] in compile order, or a dict with return_dict=True."""
-        for key, value in dict(sample_weight=sample_weight, steps=steps,
-                               callbacks=callbacks).items():
+        for key, value in dict(sample_weight=sample_weight, steps=steps).items():
             if value is not None:
                 raise ValueError(f"evaluate(): {key} is not supported")
         self._require_compiled("evaluate")
-        logs = training.evaluate(self, x, y, batch_size, verbose)
+        logs = training.evaluate(self, x, y, batch_size, verbose, callbacks)
         if return_dict:
             return logs
         values = [logs[name] for name in self.metrics_names]

@@ -71,7 +71,8 @@ def _fit_epochs(model, train: Arrays, val: Arrays | None, epochs, verbose, callb
         metrics_line = ffmodel.get_perf_metrics().line()
         logs = _logs(model, ffmodel.get_perf_metrics().sums)
         if val is not None and (epoch + 1) % validation_freq == 0:
-            logs.update({f"val_{k}": v for k, v in _evaluate_arrays(model, val).items()})
+            logs.update({f"val_{k}": v for k, v in
+                         _evaluate_arrays(model, val, callbacks=callback_list).items()})
         epochs_run += 1
         requested = callback_list.on_epoch_end(epoch, logs)
         if verbose:
@@ -139,28 +140,40 @@ def _with_validation(model, train: Arrays, split, data) -> tuple[Arrays, Arrays 
     return head, tail
 
 
-def evaluate(model, x, y, batch_size, verbose) -> dict:
-    """Logs over the whole batches of (x, y)."""
+def evaluate(model, x, y, batch_size, verbose, callbacks=None) -> dict:
+    """Logs over the whole batches of (x, y), calling the callbacks' test hooks."""
     batch = model.ffconfig.batch_size
     check_batch_size(batch_size, batch, "evaluate")
     arrays = check_arrays(model, x, y, "evaluate")
-    bar = Progbar(len(arrays) // batch, batch) if verbose else None
-    logs = _evaluate_arrays(model, arrays, bar)
+    steps = len(arrays) // batch
+    bar = Progbar(steps, batch) if verbose else None
+    hooks = CallbackList(list(callbacks or []), model, dict(steps=steps, batch_size=batch,
+                                                            verbose=verbose))
+    logs = _evaluate_arrays(model, arrays, bar, hooks)
     if verbose:
         bar.finish(logs)
         print(model.ffmodel.get_perf_metrics().line(), file=sys.stderr, flush=True)
     return logs
 
 
-def _evaluate_arrays(model, arrays: Arrays, bar: Progbar | None = None) -> dict:
-    ffmodel = model.ffmodel
+def _evaluate_arrays(model, arrays: Arrays, bar: Progbar | None = None,
+                     callbacks: CallbackList | None = None) -> dict:
+    """Logs over the whole batches of `arrays` in inference mode, with Keras's test hooks."""
+    ffmodel, size = model.ffmodel, model.ffconfig.batch_size
+    hooks = callbacks or CallbackList([], model, {})
     ffmodel.reset_metrics()
-    for step, batch in enumerate(arrays.batches(model.ffconfig.batch_size)):
+    hooks.on_test_begin()
+    for step, batch in enumerate(arrays.batches(size)):
+        hooks.on_test_batch_begin(step)
         _feed(model, batch)
         ffmodel.eval_step()
+        batch_logs = _logs(model, ffmodel.get_perf_metrics().last_batch)
+        hooks.on_test_batch_end(step, {"batch": step, "size": size, **batch_logs})
         if bar is not None:
             bar.update(step + 1, _logs(model, ffmodel.get_perf_metrics().sums))
-    return _logs(model, ffmodel.get_perf_metrics().sums)
+    logs = _logs(model, ffmodel.get_perf_metrics().sums)
+    hooks.on_test_end(logs)
+    return logs
 
 
 def predict(model, x, batch_size, exact_batch: bool = False) -> np.ndarray:
