@@ -55,8 +55,16 @@ class FFConfig:
             setattr(self, flag.field, flag.default)
         if os.environ.get("DASK_SCHEDULER_ADDRESS"):
             self.scheduler_address = os.environ["DASK_SCHEDULER_ADDRESS"]
-        for field, value in {**parse_flags(self._argv), **self._overrides}.items():
+        given = {**parse_flags(self._argv), **self._overrides}
+        for field, value in given.items():
             setattr(self, field, value)
+        self._given = frozenset(given)
+
+    @property
+    def metrics_every(self) -> int:
+        """Iterations between a fit's `[Metrics]` lines: `-p/--print-freq` when given (each
+        epoch's last line is printed too), else every iteration, as FlexFlow prints them."""
+        return max(1, self.print_freq) if "print_freq" in self._given else 1
 
     # ---- FlexFlow's read-only properties --------------------------------------------------------
     @property

@@ -535,21 +535,25 @@ class FFModel:
                     continue  # trained before the checkpoint
                 window.append(self._fed())
                 if len(window) == run.window_length() or iteration == iterations - 1:
-                    self._train_window(window, epoch, iteration + 1 - len(window))
+                    self._train_window(window, epoch, iteration + 1 - len(window),
+                                       iterations)
                     window = []
             run.fit_position = (epoch + 1, 0)
         if run.profiler:
             run.profiler.print_pending()
 
-    def _train_window(self, window: list[dict], epoch: int, first: int) -> None:
-        """Train on the batches of `window`, iterations `first`.. of `epoch` of a fit, printing
-        each one's `[Metrics]` line as train_step's would be."""
-        run = self.compiled
+    def _train_window(self, window: list[dict], epoch: int, first: int, iterations: int) -> None:
+        """Train on the batches of `window`, iterations `first`.. of the `iterations` of `epoch`
+        of a fit, printing the `[Metrics]` line every `ffconfig.metrics_every` iterations and at
+        the epoch's end."""
+        run, every = self.compiled, self._ffconfig.metrics_every
         done = iter(range(first + 1, first + len(window) + 1))
 
         def each():
-            run.fit_position = (epoch, next(done))
-            self._perf.print()
+            iteration = next(done)
+            run.fit_position = (epoch, iteration)
+            if iteration % every == 0 or iteration == iterations:
+                self._perf.print()
         self._train_batches(window, each)
 
     def _train_batches(self, window: list[dict], each: Callable[[], None]) -> None:

@@ -102,3 +102,20 @@ def test_dlrm_config_has_flexflow_s_defaults_and_reads_its_flags():
                                      "dot", "d.h5")
     with pytest.raises(FlagError, match="--arch-mlp-bot"):
         DLRMConfig(argv=["--arch-mlp-bot", "4-x"])
+
+
+@pytest.mark.parametrize("argv, printed", [([], 10), (["-p", "3"], 4), (["--print-freq=20"], 1)])
+def test_print_freq_spaces_a_fit_s_metrics_lines(capsys, argv, printed):
+    import numpy as np
+    from flexflow.core import ActiMode, DataType, FFModel, LossType, SGDOptimizer
+    ff = FFModel(FFConfig(argv=argv, batch_size=4))
+    x = ff.create_tensor([4, 6], DataType.DT_FLOAT)
+    ff.softmax(ff.dense(ff.dense(x, 8, ActiMode.AC_MODE_RELU), 3))
+    ff.compile(optimizer=SGDOptimizer(ff, 0.1),
+               loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((40, 6)).astype(np.float32)
+    ys = rng.integers(0, 3, (40, 1)).astype(np.int32)
+    capsys.readouterr()
+    ff.fit(x=ff.create_data_loader(x, xs), y=ff.create_data_loader(ff.label_tensor, ys))
+    assert capsys.readouterr().err.count("[Metrics]") == printed  # 10 iterations

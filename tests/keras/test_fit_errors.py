@@ -28,7 +28,7 @@ Y = np.zeros((4 * B, 1), np.int32)
     (X.astype(np.float64), Y,
      r"x \(input 'input'\) must have dtype float32, got float64 \(convert with "
      r"\.astype\('float32'\)\)"),
-    (X.tolist(), Y, "fit: x must be a numpy array, or a list of numpy arrays \\(one per model "
+    (X.tolist(), Y, "fit: x must be a NumPy or Dask array, or a list of them \\(one per model "
                     "input\\), got a list of list"),
     (X[:, 0], Y, r"x \(input 'input'\) must have shape \(num_samples, 4\), got \(32,\)"),
     (X, Y[:, 0], r"y \(class indices, one per row\) must have shape \(num_samples, 1\), got "

@@ -149,6 +149,18 @@ def test_keras_s_batch_and_test_hooks_are_called():
     assert again.calls[0] == ("test begin",) and again.calls[-1] == ("test end", round(loss, 6))
 
 
+def test_fit_takes_dask_arrays_and_memmaps_as_numpy_arrays(tmp_path):
+    import dask.array as da
+    x, y = data()
+    reference = make_model().fit(x, y, epochs=2, verbose=0).history
+    lazy = make_model().fit(da.from_array(x, chunks=(16, FEATURES)), da.from_array(y),
+                            epochs=2, verbose=0).history
+    mapped = np.lib.format.open_memmap(tmp_path / "x.npy", "w+", np.float32, x.shape)
+    mapped[:] = x
+    on_disk = make_model().fit(mapped, y, epochs=2, verbose=0).history
+    assert lazy == reference and on_disk == reference
+
+
 def test_shuffle_is_seeded():
     x, y = data()
 

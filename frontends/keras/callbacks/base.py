@@ -74,22 +74,13 @@ class CallbackList:
             callback.set_model(model)
             callback.set_params(params)
 
-    def on_train_begin(self) -> None:
-        for callback in self.callbacks:
-            callback.on_train_begin({})
-
-    def on_train_end(self, logs: dict) -> None:
-        for callback in self.callbacks:
-            callback.on_train_end(logs)
-
-    def on_epoch_begin(self, epoch: int) -> None:
-        for callback in self.callbacks:
-            callback.on_epoch_begin(epoch, {})
+    def call(self, hook: str, *args) -> list:
+        """Every callback's `hook` (a Callback method name) with `args`; their results."""
+        return [getattr(callback, hook)(*args) for callback in self.callbacks]
 
     def on_epoch_end(self, epoch: int, logs: dict) -> bool:
         """Whether a callback asked to stop (every callback still sees the epoch's end)."""
-        requested = [callback.on_epoch_end(epoch, logs) is True for callback in self.callbacks]
-        return any(requested)
+        return any(result is True for result in self.call("on_epoch_end", epoch, logs))
 
     def batch_hooks_wait(self) -> bool:
         """Whether the batch hooks may wait for the window of iterations that holds the batch:
@@ -98,27 +89,3 @@ class CallbackList:
         return all(callback.batch_logs_only or all(
             getattr(type(callback), hook) is getattr(Callback, hook) for hook in hooks)
             for callback in self.callbacks)
-
-    def on_batch_begin(self, batch: int) -> None:
-        for callback in self.callbacks:
-            callback.on_train_batch_begin(batch, {})
-
-    def on_batch_end(self, batch: int, logs: dict) -> None:
-        for callback in self.callbacks:
-            callback.on_train_batch_end(batch, logs)
-
-    def on_test_begin(self) -> None:
-        for callback in self.callbacks:
-            callback.on_test_begin({})
-
-    def on_test_end(self, logs: dict) -> None:
-        for callback in self.callbacks:
-            callback.on_test_end(logs)
-
-    def on_test_batch_begin(self, batch: int) -> None:
-        for callback in self.callbacks:
-            callback.on_test_batch_begin(batch, {})
-
-    def on_test_batch_end(self, batch: int, logs: dict) -> None:
-        for callback in self.callbacks:
-            callback.on_test_batch_end(batch, logs)

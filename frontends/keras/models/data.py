@@ -56,9 +56,10 @@ def check_arrays(model, x, y, what: str, need_labels: bool = True) -> Arrays:
     """`x` (an array or a list, one per model input) and `y` as the model expects them, or a
     ValueError/TypeError saying what was expected."""
     inputs = model.input
-    xs = list(x) if isinstance(x, (list, tuple)) else [x]
+    xs = [_on_host(a) for a in (x if isinstance(x, (list, tuple)) else [x])]
+    y = _on_host(y)
     if isinstance(x, (list, tuple)) and not all(isinstance(a, np.ndarray) for a in xs):
-        raise TypeError(f"{what}: x must be a numpy array, or a list of numpy arrays (one per "
+        raise TypeError(f"{what}: x must be a NumPy or Dask array, or a list of them (one per "
                         f"model input), got a {type(x).__name__} of "
                         f"{', '.join(sorted({type(a).__name__ for a in xs}))}")
     if len(xs) != len(inputs):
@@ -88,11 +89,18 @@ def check_arrays(model, x, y, what: str, need_labels: bool = True) -> Arrays:
     return arrays
 
 
+def _on_host(array):
+    """A Dask array's values, computed once, as the NumPy array fit trains on (a NumPy memmap
+    is an array already, read as batches are cut from it); anything else as it is."""
+    is_dask = type(array).__module__.startswith("dask.") and hasattr(array, "compute")
+    return np.asarray(array.compute()) if is_dask else array
+
+
 def _check_array(array, sample_shape: tuple, dtype: str, where: str) -> None:
     expected = "(num_samples" + "".join(f", {d}" for d in sample_shape) + ")"
     if not isinstance(array, np.ndarray):
-        raise TypeError(f"{where} must be a numpy array of shape {expected} and dtype {dtype}, "
-                        f"got {type(array).__name__}")
+        raise TypeError(f"{where} must be a NumPy or Dask array of shape {expected} and dtype "
+                        f"{dtype}, got {type(array).__name__}")
     if array.ndim != len(sample_shape) + 1 or tuple(array.shape[1:]) != tuple(sample_shape):
         hint = (" (reshape with y.reshape(-1, 1))" if array.ndim == 1 and sample_shape == (1,)
                 else "")

@@ -61,10 +61,10 @@ def _fit_epochs(model, train: Arrays, val: Arrays | None, epochs, verbose, callb
     for _ in range(int(initial_epoch) if shuffle else 0):
         rng.permutation(len(train))  # the earlier epochs' orders: a resumed run shuffles alike
     model.stop_training = False
-    callback_list.on_train_begin()
+    callback_list.call("on_train_begin", {})
     start, iterations, epochs_run, logs = config.get_current_time(), 0, 0, {}
     for epoch in range(int(initial_epoch), int(epochs)):
-        callback_list.on_epoch_begin(epoch)
+        callback_list.call("on_epoch_begin", epoch, {})
         ffmodel.reset_metrics()
         order = rng.permutation(len(train)) if shuffle else None
         iterations += _train_epoch(model, train.batches(batch, order), callback_list)
@@ -86,7 +86,7 @@ def _fit_epochs(model, train: Arrays, val: Arrays | None, epochs, verbose, callb
         samples = iterations * batch
         print("epochs %d, ELAPSED TIME = %.4fs, interations %d, samples %d, THROUGHPUT = %.2f "
               "samples/s" % (epochs_run, elapsed, iterations, samples, samples / elapsed))
-    callback_list.on_train_end(logs)
+    callback_list.call("on_train_end", logs)
     model.history = history
     return history
 
@@ -101,13 +101,14 @@ def _train_epoch(model, batches, callbacks: CallbackList) -> int:
     def each():
         step = steps.pop(0)
         if wait:
-            callbacks.on_batch_begin(step)
+            callbacks.call("on_train_batch_begin", step, {})
         logs = _logs(model, ffmodel.get_perf_metrics().last_batch)
-        callbacks.on_batch_end(step, {"batch": step, "size": model.ffconfig.batch_size, **logs})
+        callbacks.call("on_train_batch_end", step,
+                       {"batch": step, "size": model.ffconfig.batch_size, **logs})
     done = 0
     for step, arrays in enumerate(batches):
         if not wait:
-            callbacks.on_batch_begin(step)
+            callbacks.call("on_train_batch_begin", step, {})
         _feed(model, arrays)
         window.append(ffmodel._fed())
         steps.append(step)
@@ -162,17 +163,17 @@ def _evaluate_arrays(model, arrays: Arrays, bar: Progbar | None = None,
     ffmodel, size = model.ffmodel, model.ffconfig.batch_size
     hooks = callbacks or CallbackList([], model, {})
     ffmodel.reset_metrics()
-    hooks.on_test_begin()
+    hooks.call("on_test_begin", {})
     for step, batch in enumerate(arrays.batches(size)):
-        hooks.on_test_batch_begin(step)
+        hooks.call("on_test_batch_begin", step, {})
         _feed(model, batch)
         ffmodel.eval_step()
         batch_logs = _logs(model, ffmodel.get_perf_metrics().last_batch)
-        hooks.on_test_batch_end(step, {"batch": step, "size": size, **batch_logs})
+        hooks.call("on_test_batch_end", step, {"batch": step, "size": size, **batch_logs})
         if bar is not None:
             bar.update(step + 1, _logs(model, ffmodel.get_perf_metrics().sums))
     logs = _logs(model, ffmodel.get_perf_metrics().sums)
-    hooks.on_test_end(logs)
+    hooks.call("on_test_end", logs)
     return logs
 
 
