@@ -153,6 +153,15 @@ def test_timeline_draws_link_rows(tmp_path):
     assert "link nic-out0" in texts and "hand-made: 14.00 ms per iteration" in texts
 
 
+def test_each_timeline_panel_has_its_own_time_axis():
+    pytest.importorskip("matplotlib")
+    fast, slow = hand_made_simulation(), hand_made_simulation()
+    slow.time, slow.ends = 140.0, [135.0]
+    slow.starts, slow.plans[0].task_ms = [10.0], (120.0, 5.0)
+    axes = timeline.figure_of([("searched", fast), ("data parallel", slow)]).axes
+    assert axes[0].get_xlim() == (0.0, 15.0) and axes[1].get_xlim() == (0.0, 140.0)
+
+
 def test_timeline_of_a_two_device_model_has_a_row_per_link(tmp_path):
     """Data parallelism on 2 devices: the gradients and weights cross the NVLinks and the
     batches come over PCIe; each booking lies between its sender's end and its receiver's
