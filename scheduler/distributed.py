@@ -68,6 +68,16 @@ def programs(groups: list[Group]) -> dict[int, tuple[Step, ...]]:
     return {device: tuple(device_steps) for device, device_steps in steps.items()}
 
 
+def _readers(groups: list[Group], workers: list[str]) -> dict[int, set[str]]:
+    """The workers that load each fed tensor."""
+    readers: dict[int, set[str]] = {}
+    for group in groups:
+        for task in group.tasks:
+            if isinstance(task.action, Load):
+                readers.setdefault(task.action.tensor, set()).add(workers[group.device])
+    return readers
+
+
 def _in_order(per_device) -> list[dict]:
     """One iteration's metric records from every device's program, in the order of their
     groups (the in-process executor's order)."""
@@ -140,13 +150,13 @@ def _run_window(model_id: str, device: int, phases: tuple[str, ...],
     installed = _MODELS[(model_id, device)]
     worker = get_worker()
     wanted = task_wanted(worker)
-    done = []
-    for k, iteration in enumerate(iterations):
-        batches = {t: feed[iteration.rows[t]] if t in iteration.rows else feed
-                   for (position, t), feed in feeds.items() if position == k}
-        done.append(_run_iteration(installed, model_id, phases, clearing, iteration, batches,
-                                   peers, worker, wanted))
-    return done
+    by_iteration: dict[int, dict] = defaultdict(dict)
+    for (position, t), feed in feeds.items():
+        rows = iterations[position].rows
+        by_iteration[position][t] = feed[rows[t]] if t in rows else feed
+    return [_run_iteration(installed, model_id, phases, clearing, iteration,
+                           by_iteration[k], peers, worker, wanted)
+            for k, iteration in enumerate(iterations)]
 
 
 def _run_iteration(installed: _Device, model_id: str, phases: tuple[str, ...],
@@ -207,11 +217,12 @@ class DaskExecutor(Executor):
             for device, steps in self._programs[phases].items():
                 self._on_worker(device, "sending the program", _install_program, self.model_id,
                                 device, phases, steps)
+        readers = _readers(groups, self.workers)
         iterations, feeds = [], {}
         for k, state in enumerate(states):
             number = next(self._iterations)
             try:
-                rows, shipped = self._ship_feeds(groups, state.feeds)
+                rows, shipped = self._ship_feeds(readers, state.feeds)
             except (OSError, KeyError, ValueError):  # a reader of the batch may have left
                 self._check_workers(f"iteration {number}: sending the batch")
                 raise
@@ -257,17 +268,13 @@ class DaskExecutor(Executor):
     def _check_workers(self, during: str, futures: list = ()) -> None:
         check_alive(self.client, self.workers, during, futures)
 
-    def _ship_feeds(self, groups: list[Group], batches: Mapping[int, Any]) -> tuple[dict, dict]:
-        """Each fed batch for the tasks that load it, as `_run_program` takes them: ({tensor:
-        rows}, {tensor: what travels}). For `feeds.Rows` of a data set the readers keep, the
-        rows, and the data set (placed once); else the batch, passed with the task when small,
-        scattered to the workers that read it when large (Dask keeps large values out of
-        graphs)."""
-        readers: dict[int, set[str]] = {}
-        for group in groups:
-            for task in group.tasks:
-                if isinstance(task.action, Load):
-                    readers.setdefault(task.action.tensor, set()).add(self.workers[group.device])
+    def _ship_feeds(self, readers: dict[int, set[str]],
+                    batches: Mapping[int, Any]) -> tuple[dict, dict]:
+        """Each fed batch for the workers that load it (`readers`, by tensor), as `_run_window`
+        takes them: ({tensor: rows}, {tensor: what travels}). For `feeds.Rows` of a data set the
+        readers keep, the rows, and the data set (placed once); else the batch, passed with the
+        task when small, scattered to the workers that read it when large (Dask keeps large
+        values out of graphs)."""
         rows, shipped = {}, {}
         for tensor, workers in readers.items():
             feed = batches[tensor]
