@@ -56,6 +56,25 @@ from .type import (ACTIVATION, AGGREGATION, NUMPY_DTYPE, ActiMode, AggrMode, Com
 TRAIN_STEP = ("forward", "loss", "backward", "update")
 
 
+def _elementwise_binary(func: str):
+    """FFModel's method for a binary element-wise layer, in FlexFlow's form `(x, y,
+    inplace_a=False, name=None)`; `inplace_a` is accepted and has no effect (nothing here
+    shares buffers between layers)."""
+    def method(self, x, y, inplace_a=False, name=None):
+        return self._add(ElementBinary(func), [x, y], name)
+    method.__name__ = func
+    return method
+
+
+def _scalar_elementwise(func: str):
+    """FFModel's method for an element-wise layer with a scalar operand, in FlexFlow's form
+    `(input, scalar, inplace=True, name=None)`."""
+    def method(self, input, scalar, inplace=True, name=None):
+        return self._unary(func, input, name, scalar)
+    method.__name__ = func
+    return method
+
+
 class FFModel:
     def __init__(self, ffconfig: FFConfig | None = None):
         self._ffconfig = ffconfig if ffconfig is not None else FFConfig()
@@ -193,26 +212,12 @@ class FFModel:
     def reverse(self, input, axis, name=None):
         return self._add(Reverse(int(axis)), [input], name)
 
-    def _binary(self, func, x, y, name):
-        return self._add(ElementBinary(func), [x, y], name)
-
-    def add(self, x, y, inplace_a=False, name=None):
-        return self._binary("add", x, y, name)
-
-    def subtract(self, x, y, inplace_a=False, name=None):
-        return self._binary("subtract", x, y, name)
-
-    def multiply(self, x, y, inplace_a=False, name=None):
-        return self._binary("multiply", x, y, name)
-
-    def divide(self, x, y, inplace_a=False, name=None):
-        return self._binary("divide", x, y, name)
-
-    def max(self, x, y, inplace_a=False, name=None):
-        return self._binary("maximum", x, y, name)
-
-    def min(self, x, y, inplace_a=False, name=None):
-        return self._binary("minimum", x, y, name)
+    add = _elementwise_binary("add")
+    subtract = _elementwise_binary("subtract")
+    multiply = _elementwise_binary("multiply")
+    divide = _elementwise_binary("divide")
+    max = _elementwise_binary("maximum")
+    min = _elementwise_binary("minimum")
 
     def _unary(self, func, x, name, scalar=None):
         return self._add(ElementUnary(func, None if scalar is None else float(scalar)), [x], name)
@@ -255,17 +260,10 @@ class FFModel:
     def mean(self, input, dims, keepdims=False, name=None):
         return self._add(Mean(tuple(int(d) for d in dims), bool(keepdims)), [input], name)
 
-    def scalar_multiply(self, input, scalar, inplace=True, name=None):
-        return self._unary("scalar_multiply", input, name, scalar)
-
-    def scalar_add(self, input, scalar, inplace=True, name=None):
-        return self._unary("scalar_add", input, name, scalar)
-
-    def scalar_sub(self, input, scalar, inplace=True, name=None):
-        return self._unary("scalar_sub", input, name, scalar)
-
-    def scalar_true_divide(self, input, scalar, inplace=True, name=None):
-        return self._unary("scalar_true_divide", input, name, scalar)
+    scalar_multiply = _scalar_elementwise("scalar_multiply")
+    scalar_add = _scalar_elementwise("scalar_add")
+    scalar_sub = _scalar_elementwise("scalar_sub")
+    scalar_true_divide = _scalar_elementwise("scalar_true_divide")
 
     scalar_truediv = scalar_true_divide
 

@@ -35,8 +35,8 @@ class KernelCall:
 @dataclass(frozen=True)
 class TaskCost:
     ms: float               # time on its device, action overhead included
-    sent: float = 0.0       # bytes it adds to its fused task's output
-    dedupe: Any = None      # outputs with equal dedupe keys are one object (sent once)
+    sent: float = 0.0       # bytes it sends each of the devices `to`
+    to: tuple[int, ...] = ()
 
 
 def describe(subject: Any) -> str:
@@ -199,23 +199,22 @@ class TaskCoster:
             ms += machine.kernel_time(device, call.key, call.flops, call.nbytes)
         if kind is A.Send:
             nbytes = action.box.volume * self._itemsize[action.tensor]
-            return TaskCost(ms + machine.copy_time(device, nbytes), nbytes)
+            return TaskCost(ms + machine.copy_time(device, nbytes), nbytes, (action.dst,))
         if kind is A.Load or kind is A.Fill:
             nbytes = action.box.volume * self._itemsize[action.tensor]
             return TaskCost(ms + machine.copy_time(device, nbytes))
         if kind is A.SendPartial:
             call = self.calls.op_call(forward_of(action.layer, action.part),
                                       f"{action.phase}_partial")
-            return TaskCost(ms, machine.partial_bytes.get(call.key, partial_estimate(call)))
+            return TaskCost(ms, machine.partial_bytes.get(call.key, partial_estimate(call)),
+                            (action.dst,))
         if kind is A.SendWeightGrad or kind is A.SendWeight:
-            # a shard's new values are one object, whichever holders they go to
-            dedupe = ("weight", action.key, action.shard) if kind is A.SendWeight else None
-            return TaskCost(ms, action.shard.volume * 4, dedupe)
+            return TaskCost(ms, action.shard.volume * 4, (action.dst,))
         if (kind is A.Update or kind is A.CheckShard) and action.incoming:
             call = self.calls.sum_call(action.shard.shape)  # adds the pieces sent in first
             ms += action.incoming * machine.kernel_time(device, call.key, call.flops, call.nbytes)
-        if kind is A.CheckShard:  # its verdict, one object for all the other shards' owners
-            return TaskCost(ms, VERDICT_BYTES, ("verdict", action.key))
+        if kind is A.CheckShard:  # its verdict, to the owners of the box's other shards
+            return TaskCost(ms, VERDICT_BYTES, action.peers)
         return TaskCost(ms)
 
 

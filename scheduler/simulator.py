@@ -10,9 +10,10 @@ another device pushed to that device's worker. So the simulator schedules exactl
 * each device's program is dispatched by the scheduler, one FIFO resource for the whole
   cluster, after submission (one hop) and its per-task time (Dask's scheduler hands out one
   task at a time); no group starts before its device's program;
-* a group is ready one hop after its last dependency ends; it then receives the whole output of
-  every group on another device it receives from (the first time its device needs that output)
-  over the route between the devices, and the input batches it loads over the client's route;
+* a group is ready one hop after its last dependency ends; it then receives, from every group on
+  another device it receives from, what that group's tasks send its device (the executor pushes
+  each device its own part of a group's output), over the route between the devices, and the
+  input batches it loads over the client's route;
 * it runs when its inputs are in and its device is free, for its cost plus the per-input
   overhead of each output it received; where devices share a node's cores (`cores_per_node`,
   which may be fractional: what a shared host really gives), the groups running on a node share
@@ -69,7 +70,7 @@ class GroupPlan:
     name: str
     device: int
     cost: float                      # ms on its device
-    sent: float                      # bytes of its output
+    sent: dict[int, float]           # bytes of its output for each device it sends to
     feeds: float                     # bytes of input batches shipped with it
     receive_from: tuple[int, ...]    # groups whose output it fetches
     after: tuple[int, ...]           # other groups it waits for
@@ -225,9 +226,10 @@ class _Schedule:
                 if start < t:
                     start = t
                 arrived = free[resource] = start + (
-                    hop.latency + source.sent / hop.bandwidth) * stretch
+                    hop.latency + source.sent.get(plan.device, 0) / hop.bandwidth) * stretch
             else:
-                arrived = _transfer(route, source.sent, t, free, transfers, stretch)
+                arrived = _transfer(route, source.sent.get(plan.device, 0), t, free, transfers,
+                                    stretch)
             if arrived > ready:
                 ready = arrived
         if plan.feeds:
@@ -400,8 +402,8 @@ class _TaskRow:
     device: int
     deps: tuple[TaskKey, ...]
     ms: float
-    sent: float
-    dedupe: object     # what identical sends share (`costs.TaskCost.dedupe`), or None
+    sent: float        # bytes to each device of `to`
+    to: tuple[int, ...]
     exported: bool     # other segments depend on it
     fed: int | None    # the input tensor it loads
 
@@ -426,7 +428,7 @@ class _GroupPart:
 
     first: TaskKey
     costs: list[float]
-    sent: float
+    sent: dict[int, float]
     reads: list
     feeds: dict
 
@@ -503,13 +505,11 @@ class Simulator:
         index = {g.name: i for i, g in enumerate(groups)}
         plans = []
         for g in groups:
-            times, sent, seen, feeds = [], 0, set(), {}
+            times, sent, feeds = [], {}, {}
             for t in g.tasks:
                 c = self.coster.cost(t, forward_of)
                 times.append(c.ms)
-                if c.dedupe is None or c.dedupe not in seen:
-                    sent += c.sent
-                    seen.add(c.dedupe)
+                _add_sent(sent, c.sent, c.to)
                 if type(t.action) is A.Load:
                     feeds[t.action.tensor] = True
             cost = math.fsum([self.machine.overheads.task] + times)
@@ -564,10 +564,11 @@ class Simulator:
                 group = groups.get(g)
                 if group is None:
                     group = groups[g] = _GroupPart(part.first, [overhead, *part.costs],
-                                                   part.sent, [], {})
+                                                   dict(part.sent), [], {})
                 else:
                     group.costs += part.costs
-                    group.sent += part.sent
+                    for device, nbytes in part.sent.items():
+                        group.sent[device] = group.sent.get(device, 0) + nbytes
                 if part.reads:
                     group.reads.append((base, part.reads))
                 if part.feeds:
@@ -597,7 +598,7 @@ class Simulator:
         for t in segment.tasks:
             cost = self.coster.cost(t, forward_of)
             fed = t.action.tensor if type(t.action) is A.Load else None
-            rows.append(_TaskRow(t.key, t.device, t.deps, cost.ms, cost.sent, cost.dedupe,
+            rows.append(_TaskRow(t.key, t.device, t.deps, cost.ms, cost.sent, cost.to,
                                  isinstance(t.action, EXPORTED), fed))
             for device, nbytes in self.memory_model.task(t):
                 if t.key in segment.loads:
@@ -614,7 +615,6 @@ class Simulator:
         places = dict(zip(info.externals, found))
         exports = {}
         groups: dict[tuple[int, int], _GroupPart] = {}
-        deduped: dict[tuple[int, int], set] = {}
         for row in info.rows:
             epoch, sources = place_of(row.device, row.deps, places)
             place = places[row.key] = (row.device, epoch)
@@ -624,18 +624,21 @@ class Simulator:
                 exports[row.key] = place
             group = groups.get(place)
             if group is None:
-                group = groups[place] = _GroupPart(row.key, [], 0.0, {}, {})
-                deduped[place] = set()
+                group = groups[place] = _GroupPart(row.key, [], {}, {}, {})
             group.costs.append(row.ms)
-            if row.sent and (row.dedupe is None or row.dedupe not in deduped[place]):
-                group.sent += row.sent
-                deduped[place].add(row.dedupe)
+            if row.to:
+                _add_sent(group.sent, row.sent, row.to)
             for source in sources:
                 group.reads[source] = True
             if row.fed is not None:
                 group.feeds[row.fed] = True
         memory = list(info.memory) + [info.loads[k] for k in info.loads if k not in repeated]
         return _SegmentResult(exports, groups, memory)
+
+
+def _add_sent(sent: dict[int, float], nbytes: float, to: tuple[int, ...]) -> None:
+    for device in to:
+        sent[device] = sent.get(device, 0) + nbytes
 
 
 def _plans(groups: dict[tuple[int, int], _GroupPart], feed_bytes) -> list[GroupPlan]:

@@ -69,18 +69,19 @@ def test_chain_across_devices_waits_for_hops_and_transfers():
 
 
 def test_a_shared_link_serves_transfers_first_come_first_served():
-    # d0 sends 1000 bytes to each of d1 and d2: one output of 2000 bytes, which each fetches
+    # d0 sends 1000 bytes to each of d1 and d2: each receives its own 1000 (the executor pushes
+    # each device its part of a group's output)
     tasks = [task("a", 0, send(0, 250, 1)),
              task("b", 0, send(0, 250, 2)),
              task("c", 1, A.Receive(), ("a",)),
              task("d", 2, A.Receive(), ("b",))]
     dedicated = simulate(graph_with((250,)), tasks, 3)
     shared = simulate(graph_with((250,)), tasks, 3, shared_link=True)
-    # d0 runs 2 .. 4.5; both fetches start at 6.5 and take 2.1 ms
-    assert dedicated.ends[1:] == pytest.approx([8.6 + 1.5, 8.6 + 1.5])
-    # on one link the second waits for the first: 6.5 .. 8.6, then 8.6 .. 10.7
-    assert shared.ends[1:] == pytest.approx([8.6 + 1.5, 10.7 + 1.5])
-    assert shared.time == pytest.approx(12.2 + 3.0)
+    # d0 runs 2 .. 4.5; both fetches start at 6.5 and take 1.1 ms
+    assert dedicated.ends[1:] == pytest.approx([7.6 + 1.5, 7.6 + 1.5])
+    # on one link the second waits for the first: 6.5 .. 7.6, then 7.6 .. 8.7
+    assert shared.ends[1:] == pytest.approx([7.6 + 1.5, 8.7 + 1.5])
+    assert shared.time == pytest.approx(10.2 + 3.0)
 
 
 def test_recorded_transfers_are_the_link_bookings():
@@ -96,11 +97,11 @@ def test_recorded_transfers_are_the_link_bookings():
     assert plain.transfers == []
     assert (recorded.starts, recorded.ends, recorded.time) == (plain.starts, plain.ends,
                                                                plain.time)
-    # the two fetches of d0's 2000 bytes share the link one after the other (as in the test
+    # the two fetches of d0's 1000 bytes each share the link one after the other (as in the test
     # above); d2's fused task, dispatched at 6.5, also loads 4000 bytes over the client's
     # route meanwhile: 0.1 + 4 ms
     assert bookings(recorded) == (["nic", "nic", "client"],
-                                  pytest.approx([6.5, 8.6, 8.6, 10.7, 6.5, 10.6]))
+                                  pytest.approx([6.5, 7.6, 7.6, 8.7, 6.5, 10.6]))
 
 
 def test_a_transfer_books_every_hop_of_its_route():
@@ -140,7 +141,7 @@ def test_a_group_speeds_up_when_the_one_sharing_its_core_ends():
 @pytest.mark.parametrize("cores", [None, 2])
 def test_a_device_runs_its_groups_one_at_a_time_in_order(cores):
     # two groups of device 0 ready at once
-    plans = [GroupPlan("p", 0, 1.0, 0.0, 0.0, (), ()), GroupPlan("q", 0, 2.0, 0.0, 0.0, (), ())]
+    plans = [GroupPlan("p", 0, 1.0, {}, 0.0, (), ()), GroupPlan("q", 0, 2.0, {}, 0.0, (), ())]
     starts, ends = schedule(plans, machine(2, cores=cores))
     assert starts == pytest.approx([2.0, 3.0]) and ends == pytest.approx([3.0, 5.0])
 
