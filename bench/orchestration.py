@@ -1,10 +1,12 @@
 """What an iteration costs beyond its kernels on a 2-worker local cluster, and whether memory stays
 flat over many iterations.
 
-A tiny MLP (batch 8, 12 -> 16 -> 4: kernels of microseconds) is trained three ways, in
+A tiny MLP (batch 8, 12 -> 16 -> 4: kernels of microseconds) is trained five ways, in
 alternating rounds: in this process (the kernels and the executor's own work, the baseline),
-iteration by iteration on the cluster (`train_step`: one Dask graph per iteration) and with `fit`
-on data loaders (windows of iterations: one graph per window). The overhead of each is its
+iteration by iteration on the cluster (`train_step`: one Dask graph per iteration), with `fit`
+on data loaders (windows of iterations: one graph per window), and in a hand-written loop
+(forward, zero_gradients, backward, update: a graph each), without and inside
+`begin_trace`/`end_trace` (one graph an iteration). The overhead of each is its
 median ms per iteration minus the in-process one. Then a long `fit` (20k iterations by default)
 samples the resident memory of the client and of each worker every 1000 iterations and prints
 the growth per 1000 iterations over the second half (after the allocators have settled).
@@ -65,6 +67,26 @@ def step_loop_ms(ff, x, steps: int) -> float:
     return (time.perf_counter() - start) * 1e3 / steps
 
 
+def hand_written_ms(ff, x, steps: int, traced: bool) -> float:
+    """ms per iteration of a FlexFlow-style loop of the four calls on fed batches."""
+    xs, ys = data(BATCH)
+    x.set_tensor(ff, xs)
+    ff.label_tensor.set_tensor(ff, ys)
+    config = ff.ffconfig
+    with quiet():  # backward prints each iteration's [Metrics] line
+        start = time.perf_counter()
+        for _ in range(steps):
+            if traced:
+                config.begin_trace(111)
+            ff.forward()
+            ff.zero_gradients()
+            ff.backward()
+            ff.update()
+            if traced:
+                config.end_trace(111)
+    return (time.perf_counter() - start) * 1e3 / steps
+
+
 def fit_ms(ff, x, steps: int) -> float:
     """ms per iteration of a one-epoch fit of `steps` iterations on data loaders."""
     xs, ys = data(BATCH * steps)
@@ -114,12 +136,15 @@ def main():
         local = mlp(["--in-process"])
         steps_run = mlp(["--scheduler", address, "-ll:gpu", "2"])
         fitted = mlp(["--scheduler", address, "-ll:gpu", "2", *FIT_FLAGS])
-        times: dict[str, list[float]] = {"in-process": [], "train_step": [], "fit": []}
+        looped = mlp(["--scheduler", address, "-ll:gpu", "2"])
+        runs = [("in-process", lambda: step_loop_ms(*local, args.steps)),
+                ("train_step", lambda: step_loop_ms(*steps_run, args.steps)),
+                ("fit", lambda: fit_ms(*fitted, args.steps)),
+                ("4 calls", lambda: hand_written_ms(*looped, args.steps, False)),
+                ("traced", lambda: hand_written_ms(*looped, args.steps, True))]
+        times: dict[str, list[float]] = {name: [] for name, _ in runs}
         for r in range(args.rounds):
-            runs = [("in-process", lambda: step_loop_ms(*local, args.steps)),
-                    ("train_step", lambda: step_loop_ms(*steps_run, args.steps)),
-                    ("fit", lambda: fit_ms(*fitted, args.steps))]
-            for name, measure in runs[r % 3:] + runs[:r % 3]:
+            for name, measure in runs[r % len(runs):] + runs[:r % len(runs)]:
                 times[name].append(measure())
         base = statistics.median(times["in-process"])
         for name, values in times.items():

@@ -14,6 +14,7 @@ from typing import Sequence
 
 from . import __version__
 from .flags import DLRM_FLAGS, FLAGS, Flag, FlagError, FlagWarning, help_text, parse_flags
+from .trace import trace_ended
 
 __all__ = ["FFConfig", "NetConfig", "DLRMConfig", "FlagError", "FlagWarning", "Flag", "FLAGS",
            "parse_flags",
@@ -46,6 +47,7 @@ class FFConfig:
         if unknown:
             raise TypeError(f"FFConfig got unknown settings {sorted(unknown)}")
         self._overrides = overrides
+        self._trace_id = None  # the open trace's id (begin_trace)
         self.parse_args()
 
     def parse_args(self, argv: Sequence[str] | None = None) -> None:
@@ -81,10 +83,27 @@ class FFConfig:
         return time.perf_counter() * 1e6
 
     def begin_trace(self, trace_id: int) -> None:
-        """Legion tracing marks; each iteration is already one replayed Dask graph here."""
+        """Until `end_trace(trace_id)`, this config's models defer forward, zero_gradients,
+        backward and update, and then make each hand-written iteration as one training step
+        (flexflow/trace.py)."""
+        if self._trace_id is not None:
+            raise RuntimeError(f"begin_trace({trace_id}) inside trace {self._trace_id}: "
+                               f"call end_trace({self._trace_id}) first")
+        self._trace_id = trace_id
 
     def end_trace(self, trace_id: int) -> None:
-        """See begin_trace."""
+        """Ends the trace `begin_trace(trace_id)` began: its models make what they deferred."""
+        if trace_id != self._trace_id:
+            raise RuntimeError(f"end_trace({trace_id}) does not end a trace: "
+                               + (f"trace {self._trace_id} is open" if self._trace_id is not None
+                                  else "none is open"))
+        self._trace_id = None
+        trace_ended(self)
+
+    @property
+    def tracing(self) -> bool:
+        """(ours) Whether a trace is open (begin_trace without its end_trace yet)."""
+        return self._trace_id is not None
 
     # ---- r20.12 getters -------------------------------------------------------------------------
     def get_batch_size(self) -> int:

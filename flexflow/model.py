@@ -50,6 +50,7 @@ from .nonfinite import NonFiniteError
 from .scheduler.feeds import host_batch
 from .scheduler.taskgraph import Objective
 from .tensor import Parameter, Tensor, tensor_name
+from .trace import Call, Trace, is_training_step, watch
 from .type import (ACTIVATION, AGGREGATION, NUMPY_DTYPE, ActiMode, AggrMode, CompMode, DataType,
                    LossType, MetricsType, PoolType)
 
@@ -89,6 +90,8 @@ class FFModel:
         self._perf = PerfMetrics()
         self._comp_mode = CompMode.TRAINING
         self._ran_forward = False
+        self._trace = Trace()  # calls deferred while the config traces (flexflow/trace.py)
+        watch(self._ffconfig, self)
 
     @property
     def ffconfig(self) -> FFConfig:
@@ -410,7 +413,9 @@ class FFModel:
     @property
     def compiled(self) -> CompiledRun | None:
         """(ours) What compile() made and running changes (strategy, task graph, executor,
-        counters): flexflow/compiled.py. None before compile."""
+        counters): flexflow/compiled.py. None before compile. The calls a trace deferred are
+        made first (flexflow/trace.py), so whatever reads the run sees them done."""
+        self._settle()
         return self._compiled
 
     @property
@@ -463,7 +468,8 @@ class FFModel:
         (dropout off, batch norm on its running statistics) without needing a label."""
         require_compiled(self, "forward")
         self._training = self._comp_mode == CompMode.TRAINING if training is None else training
-        self._run("forward")
+        if not self._deferred("forward"):
+            self._run("forward")
         self._ran_forward = True
 
     def backward(self, seq_length=None) -> None:
@@ -471,14 +477,46 @@ class FFModel:
         FlexFlow's backward computes and prints them at every iteration of a hand-written
         loop (forward, zero_gradients, backward, update)."""
         self._require_forward("backward")
-        self._perf.add(self._run("loss", "backward"))
-        self._perf.print()
+        if not self._deferred("backward"):
+            self._perf.add(self._run("loss", "backward"))
+            self._perf.print()
 
     def update(self) -> None:
-        self._run("update")
+        if not self._deferred("update"):
+            self._run("update")
 
     def zero_gradients(self) -> None:
-        require_compiled(self, "zero_gradients").perform(lambda executor: executor.zero_gradients())
+        if not self._deferred("zero_gradients"):
+            require_compiled(self, "zero_gradients").perform(
+                lambda executor: executor.zero_gradients())
+
+    def _deferred(self, call: str) -> bool:
+        """Inside a trace, note the call to make later instead of making it now."""
+        if not self._ffconfig.tracing or self._compiled is None or self._trace.making:
+            return False
+        self._trace.calls.append(Call(call, dict(self._feeds), self._training))
+        return True
+
+    def _settle(self) -> None:
+        """Make the calls the trace deferred: each hand-written training iteration as one
+        training step, printing its metrics as backward does; other calls one by one."""
+        if not self._trace.calls or self._trace.making:
+            return
+        fed, mode = self._feeds, self._training
+        self._trace.making = True
+        try:
+            for piece in self._trace.take():
+                self._feeds, self._training = piece[0].feeds, piece[0].training
+                if is_training_step(piece):
+                    self.train_step()
+                    self._perf.print()
+                else:
+                    {"forward": lambda: self.forward(training=piece[0].training),
+                     "backward": self.backward, "update": self.update,
+                     "zero_gradients": self.zero_gradients}[piece[0].name]()
+        finally:
+            self._feeds, self._training = fed, mode
+            self._trace.making = False
 
     def compute_metrics(self) -> None:
         self._require_forward("compute_metrics")
@@ -489,9 +527,11 @@ class FFModel:
             raise RuntimeError(f"{what}() needs a forward() first")
 
     def reset_metrics(self) -> None:
+        self._settle()
         self._perf.reset()
 
     def get_perf_metrics(self) -> PerfMetrics:
+        self._settle()
         return self._perf
 
     def prefetch(self) -> None:

@@ -356,6 +356,22 @@ class SendWeight(Action):
                                          _shard_of(store.weights[self.key], self.key, self.shard)))
 
 
+# A weight's gradient piece or new values this large leave as soon as the task that makes them
+# has run, while the program runs the rest of its group (`sent_early`)
+EARLY_SEND_BYTES = 1 << 20
+
+
+def sent_early(action: Action) -> bool:
+    """Whether a device's program posts this task's message as soon as the task has run, rather
+    than with the rest of its group's output at the group's end: a weight box shard's gradient
+    piece or new values of EARLY_SEND_BYTES or more (float32, as the cost model counts them),
+    which can then travel while the program goes on with the layers' backward or other
+    updates. Smaller messages wait for the group's one parcel."""
+    kind = type(action)
+    return ((kind is SendWeightGrad or kind is SendWeight)
+            and action.shard.volume * 4 >= EARLY_SEND_BYTES)
+
+
 @dataclass(frozen=True)
 class Receive(Action):
     """Marks where a device takes in data no later task of the phase reads (new weights): the

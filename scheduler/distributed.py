@@ -119,11 +119,13 @@ def _uninstall(model_id: str) -> None:
         del _MODELS[key]
 
 
-def _deliver(model: str, device: int, iteration: int, source: str, items: Parcel) -> None:
-    """The worker handler for what `source` sent `device` (runs on the worker's event loop)."""
+def _deliver(model: str, device: int, iteration: int, source: str, items: Parcel,
+             parcels: int | None = 1) -> None:
+    """The worker handler for what `source` sent `device` (runs on the worker's event loop):
+    one parcel of `parcels` (None: a message posted early, `actions.sent_early`)."""
     installed = _MODELS.get((model, device))
     if installed is not None:  # (a model closed meanwhile has nothing to receive)
-        installed.mailbox.put(iteration, source, items.items)
+        installed.mailbox.put(iteration, source, items.items, parcels)
 
 
 @dataclass(frozen=True)
@@ -170,13 +172,20 @@ def _run_iteration(installed: _Device, model_id: str, phases: tuple[str, ...],
     for step in installed.programs[phases]:
         for source in step.group.receive_from:
             receive(store, mailbox.take(iteration.number, source, wanted))
-        out = run_tasks(ctx, store, step.group)
+        early: dict[int, int] = defaultdict(int)  # device -> messages posted to it early
+
+        def send_early(dst: int, message, name=step.group.name) -> None:
+            early[dst] += 1
+            sent.append(post(worker, peers[dst], [message], model=model_id, device=dst,
+                             iteration=iteration.number, source=name, parcels=None))
+        out = run_tasks(ctx, store, step.group, send_early)
         metrics = out.pop("metrics", None)
         if metrics:
             records.append((step.position, metrics))
         for dst in step.deliver_to:
             sent.append(post(worker, peers[dst], out.get(dst, []), model=model_id, device=dst,
-                             iteration=iteration.number, source=step.group.name))
+                             iteration=iteration.number, source=step.group.name,
+                             parcels=early[dst] + 1))
     settle(sent, wanted)
     return records
 

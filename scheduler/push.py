@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from typing import Any, Callable
+from typing import Callable
 
 HANDLER = "flexflow_deliver"  # the worker handler that takes deliveries
 POLL_S = 0.2  # how often a waiting program checks that its Dask task is still wanted
@@ -39,28 +39,52 @@ class Parcel:
         self.items = items
 
 
+class _Arrivals:
+    """The parcels one group sent one device in one iteration: the messages posted early
+    (`actions.sent_early`) and the group's closing parcel, which says how many there are in
+    all (parcels between two workers may travel on different connections, out of order)."""
+
+    __slots__ = ("items", "parcels", "expected")
+
+    def __init__(self):
+        self.items: list = []
+        self.parcels = 0
+        self.expected: int | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.parcels == self.expected
+
+
 class Mailbox:
     """Deliveries to one device of one model, keyed (iteration, sending group)."""
 
     def __init__(self):
-        self._items: dict[tuple[int, str], Any] = {}
+        self._items: dict[tuple[int, str], _Arrivals] = {}
         self._arrived = threading.Condition()
 
-    def put(self, iteration: int, source: str, items) -> None:
+    def put(self, iteration: int, source: str, items, parcels: int | None = 1) -> None:
+        """One parcel of what `source` sent; `parcels`, on the closing one, how many make
+        the delivery (None on a message posted early)."""
         with self._arrived:
-            self._items[(iteration, source)] = items
-            self._arrived.notify_all()
+            arrivals = self._items.setdefault((iteration, source), _Arrivals())
+            arrivals.items += items
+            arrivals.parcels += 1
+            if parcels is not None:
+                arrivals.expected = parcels
+            if arrivals.complete:
+                self._arrived.notify_all()
 
-    def take(self, iteration: int, source: str, wanted: Callable[[], bool]):
-        """What `source` sent for `iteration`; waits for it while `wanted()` holds."""
+    def take(self, iteration: int, source: str, wanted: Callable[[], bool]) -> list:
+        """What `source` sent for `iteration`; waits for all of it while `wanted()` holds."""
         key = (iteration, source)
         with self._arrived:
-            while key not in self._items:
+            while key not in self._items or not self._items[key].complete:
                 if not wanted():
                     raise Cancelled(f"iteration {iteration} was cancelled while this device "
                                     f"waited for {source}")
                 self._arrived.wait(POLL_S)
-            return self._items.pop(key)
+            return self._items.pop(key).items
 
     def drop_before(self, iteration: int) -> None:
         """Forget deliveries of earlier iterations (those a cancelled iteration left)."""

@@ -74,6 +74,8 @@ class GroupPlan:
     feeds: float                     # bytes of input batches shipped with it
     receive_from: tuple[int, ...]    # groups whose output it fetches
     after: tuple[int, ...]           # other groups it waits for
+    early: tuple[tuple[float, int, float], ...] = ()  # messages posted as their tasks end
+    #                                  (`actions.sent_early`): (ms into `cost`, device, bytes)
     tasks: tuple[Task, ...] = ()     # kept by the full simulation (for DOT export) ...
     task_ms: tuple[float, ...] = ()  # ... with each task's time
 
@@ -220,6 +222,10 @@ class _Schedule:
         for j in plan.receive_from:
             source = self.plans[j]
             route = machine.routes[(source.device, plan.device)]
+            if source.early:
+                arrived = self._early_arrival(j, plan.device, route, stretch)
+                if arrived > ready:
+                    ready = arrived
             if transfers is None and len(route) == 1 and len(route[0].resources) == 1:
                 hop, resource = route[0], route[0].resources[0]  # _transfer, inlined
                 start = free.get(resource, 0.0)
@@ -238,6 +244,18 @@ class _Schedule:
             if arrived > ready:
                 ready = arrived
         heapq.heappush(self.events, (ready, i, 1, 0))
+
+    def _early_arrival(self, j: int, device: int, route: Route, stretch: float) -> float:
+        """When what group `j` posted `device` early has arrived: each message leaves when the
+        task that made it ends, at its place in the group's cost scaled to the group's run."""
+        source = self.plans[j]
+        scale = (self.ends[j] - self.starts[j]) / source.cost if source.cost else 0.0
+        arrived = 0.0
+        for offset, dst, nbytes in source.early:
+            if dst == device:
+                arrived = max(arrived, _transfer(route, nbytes, self.starts[j] + offset * scale,
+                                                 self.free, self.transfers, stretch))
+        return arrived
 
     def _run_alone(self, t: float, i: int) -> None:
         """The group runs on its device as soon as the device is free."""
@@ -404,6 +422,7 @@ class _TaskRow:
     ms: float
     sent: float        # bytes to each device of `to`
     to: tuple[int, ...]
+    early: bool        # posted as soon as it has run (`actions.sent_early`)
     exported: bool     # other segments depend on it
     fed: int | None    # the input tensor it loads
 
@@ -431,6 +450,7 @@ class _GroupPart:
     sent: dict[int, float]
     reads: list
     feeds: dict
+    early: list  # messages posted early: (index into costs, device, bytes)
 
 
 @dataclass
@@ -505,17 +525,21 @@ class Simulator:
         index = {g.name: i for i, g in enumerate(groups)}
         plans = []
         for g in groups:
-            times, sent, feeds = [], {}, {}
+            costs, sent, early, feeds = [self.machine.overheads.task], {}, [], {}
             for t in g.tasks:
                 c = self.coster.cost(t, forward_of)
-                times.append(c.ms)
-                _add_sent(sent, c.sent, c.to)
+                costs.append(c.ms)
+                if A.sent_early(t.action):
+                    early.append((len(costs) - 1, c.to[0], c.sent))
+                else:
+                    _add_sent(sent, c.sent, c.to)
                 if type(t.action) is A.Load:
                     feeds[t.action.tensor] = True
-            cost = math.fsum([self.machine.overheads.task] + times)
-            plans.append(GroupPlan(g.name, g.device, cost, sent, self._feed_bytes(feeds),
+            plans.append(GroupPlan(g.name, g.device, math.fsum(costs), sent,
+                                   self._feed_bytes(feeds),
                                    tuple(index[k] for k in g.receive_from),
-                                   tuple(index[k] for k in g.after), g.tasks, tuple(times)))
+                                   tuple(index[k] for k in g.after), _early_sends(costs, early),
+                                   g.tasks, tuple(costs[1:])))
         training = self.objective is not None
         memory = weight_memory(self.graph, taskgraph.weight_devices, self.num_devices,
                                self.state_copies, training)
@@ -563,12 +587,13 @@ class Simulator:
                 g = (device, epoch + base)
                 group = groups.get(g)
                 if group is None:
-                    group = groups[g] = _GroupPart(part.first, [overhead, *part.costs],
-                                                   dict(part.sent), [], {})
-                else:
-                    group.costs += part.costs
-                    for device, nbytes in part.sent.items():
-                        group.sent[device] = group.sent.get(device, 0) + nbytes
+                    group = groups[g] = _GroupPart(part.first, [overhead], {}, [], {}, [])
+                shift = len(group.costs)
+                group.costs += part.costs
+                for device, nbytes in part.sent.items():
+                    group.sent[device] = group.sent.get(device, 0) + nbytes
+                if part.early:
+                    group.early += [(k + shift, d, b) for k, d, b in part.early]
                 if part.reads:
                     group.reads.append((base, part.reads))
                 if part.feeds:
@@ -598,7 +623,7 @@ class Simulator:
         for t in segment.tasks:
             cost = self.coster.cost(t, forward_of)
             fed = t.action.tensor if type(t.action) is A.Load else None
-            rows.append(_TaskRow(t.key, t.device, t.deps, cost.ms, cost.sent, cost.to,
+            rows.append(_TaskRow(t.key, t.device, t.deps, cost.ms, cost.sent, cost.to, A.sent_early(t.action),
                                  isinstance(t.action, EXPORTED), fed))
             for device, nbytes in self.memory_model.task(t):
                 if t.key in segment.loads:
@@ -624,9 +649,11 @@ class Simulator:
                 exports[row.key] = place
             group = groups.get(place)
             if group is None:
-                group = groups[place] = _GroupPart(row.key, [], {}, {}, {})
+                group = groups[place] = _GroupPart(row.key, [], {}, {}, {}, [])
             group.costs.append(row.ms)
-            if row.to:
+            if row.early:
+                group.early.append((len(group.costs) - 1, row.to[0], row.sent))
+            elif row.to:
                 _add_sent(group.sent, row.sent, row.to)
             for source in sources:
                 group.reads[source] = True
@@ -641,6 +668,12 @@ def _add_sent(sent: dict[int, float], nbytes: float, to: tuple[int, ...]) -> Non
         sent[device] = sent.get(device, 0) + nbytes
 
 
+def _early_sends(costs: list[float], early: list) -> tuple:
+    """`GroupPlan.early` from (index into a group's costs, device, bytes): each message leaves
+    when the task at that index ends."""
+    return tuple((math.fsum(costs[:k + 1]), device, nbytes) for k, device, nbytes in early)
+
+
 def _plans(groups: dict[tuple[int, int], _GroupPart], feed_bytes) -> list[GroupPlan]:
     """Whole groups as the executor fuses them (`fusion.link`)."""
     ordered, links = link({g: (part.first, part.reads) for g, part in groups.items()})
@@ -648,7 +681,8 @@ def _plans(groups: dict[tuple[int, int], _GroupPart], feed_bytes) -> list[GroupP
     for g, (name, receive_from, after) in zip(ordered, links):
         part = groups[g]
         plans.append(GroupPlan(name, g[0], math.fsum(part.costs), part.sent,
-                               feed_bytes(part.feeds), receive_from, after))
+                               feed_bytes(part.feeds), receive_from, after,
+                               _early_sends(part.costs, part.early)))
     return plans
 
 

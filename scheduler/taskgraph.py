@@ -272,16 +272,21 @@ class TaskGraphBuilder:
     # ---- segments -------------------------------------------------------------------------------
     def segments(self, strategy: Strategy) -> list[Segment]:
         """The graph's segments in a topological order: forward by layer, the loss, backward in
-        reverse, then one update per weight box in order of first use."""
+        reverse, each weight box's update right after the backward of the last layer (in
+        backward order) that uses it, so that a device's program sends the box's gradient
+        pieces while the rest of its backward runs (`distributed.EARLY_SEND_BYTES`)."""
         layers = self.graph.layers
         out = [self._segment(self._forward_key(strategy, layer.index), strategy)
                for layer in layers]
         if self.objective is None:
             return out
         out.append(self._segment(("loss", strategy[layers[self.last].name]), strategy))
-        out += [self._segment(self._backward_key(strategy, layer.index), strategy)
-                for layer in reversed(layers) if layer.index != self.skip]
-        return out + self._weights(strategy)[1]
+        updates = self._weights(strategy)[1]
+        for layer in reversed(layers):
+            if layer.index != self.skip:
+                out.append(self._segment(self._backward_key(strategy, layer.index), strategy))
+            out += updates.get(layer.index, ())
+        return out
 
     def _forward_key(self, strategy: Strategy, index: int) -> tuple:
         names = [self.graph.layers[i].name for i in (index, *self.producers[index])]
@@ -407,16 +412,18 @@ class TaskGraphBuilder:
         dict for the same configurations of the layers with weights: do not modify it)."""
         return self._weights(strategy)[0]
 
-    def _weights(self, strategy: Strategy) -> tuple[dict, list[Segment]]:
-        """Weight holders and update segments, memoised by the weighted layers' configs."""
+    def _weights(self, strategy: Strategy) -> tuple[dict, dict[int, list[Segment]]]:
+        """Weight holders, and the update segments by the layer whose backward they follow,
+        memoised by the weighted layers' configs."""
         memo = tuple(strategy[layer.name] for layer in self.weighted)
         found = self._weights_of.get(memo)
         if found is None:
             if len(self._weights_of) > MEMO_LIMIT:
                 self._weights_of.clear()
             holders = self._holders(strategy)
-            updates = [self._segment(key, strategy) for key in self._update_keys(strategy,
-                                                                                 holders)]
+            updates: dict[int, list[Segment]] = {}
+            for after, key in self._update_keys(strategy, holders):
+                updates.setdefault(after, []).append(self._segment(key, strategy))
             found = self._weights_of[memo] = (holders, updates)
         return found
 
@@ -429,13 +436,17 @@ class TaskGraphBuilder:
                     holders.append(device)
         return devices
 
-    def _update_keys(self, strategy: Strategy, holders: dict) -> list[tuple]:
+    def _update_keys(self, strategy: Strategy, holders: dict) -> list[tuple[int, tuple]]:
+        """(the layer whose backward completes the box's gradient, the box's update key) for
+        every trainable weight box, in order of first use."""
         backward: dict[WeightKey, dict[int, list[TaskKey]]] = {}
+        last_use: dict[WeightKey, int] = {}
         for layer in reversed(self.weighted):
             if layer.index == self.skip:
                 continue
             for wkey, device, key in self._weight_uses(layer.index, strategy[layer.name]):
                 backward.setdefault(wkey, {}).setdefault(device, []).append(key)
+                last_use[wkey] = layer.index
         keys = []
         boxes_seen: dict[tuple[int, int], int] = {}
         for wkey, devices in holders.items():
@@ -443,8 +454,8 @@ class TaskGraphBuilder:
                 continue
             box_index = boxes_seen[wkey[:2]] = boxes_seen.get(wkey[:2], -1) + 1
             done = backward.get(wkey, {})
-            keys.append(("update", wkey, box_index, tuple(devices),
-                         tuple(tuple(done.get(d, ())) for d in devices)))
+            keys.append((last_use.get(wkey, self.last), ("update", wkey, box_index,
+                         tuple(devices), tuple(tuple(done.get(d, ())) for d in devices))))
         return keys
 
     def _update(self, key: tuple) -> Segment:

@@ -77,6 +77,13 @@ def embedding_bag(ff):
     return classify(ff, t, [x])
 
 
+def wide_mlp(ff):
+    """A 1024 x 1024 dense kernel (4 MiB): on 2 or 4 devices every shard of it is at least
+    actions.EARLY_SEND_BYTES, so its gradient pieces and new values are posted early."""
+    x = ff.create_tensor([BATCH, 1024], DataType.DT_FLOAT)
+    return classify(ff, ff.dense(x, 1024, ActiMode.AC_MODE_RELU), [x])
+
+
 MODELS = {"mlp": mlp, "cnn_batch_norm": cnn_batch_norm, "concat_cnn": concat_cnn,
           "residual_block": residual_block, "transformer_block": transformer_block,
           "embedding_bag": embedding_bag}

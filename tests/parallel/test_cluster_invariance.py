@@ -3,11 +3,12 @@
 
 import pytest
 
+from flexflow.scheduler import actions as A
 from flexflow.scheduler import cluster as cluster_module
 
 from .cluster import loopback_cluster
-from .models import CASES, MODELS
-from .test_strategy_invariance import assert_same_run, reference, train
+from .models import CASES, MODELS, wide_mlp
+from .test_strategy_invariance import assert_same_run, compiled, reference, train
 
 
 @pytest.fixture(scope="module")
@@ -21,3 +22,12 @@ def scheduler_address():
 def test_strategy_on_a_real_cluster(scheduler_address, name, kind, n):
     run = train(MODELS[name], ["--scheduler", scheduler_address, "-ll:gpu", str(n)], kind, n)
     assert_same_run(run, reference(name))
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_messages_posted_early_give_the_single_device_numbers(scheduler_address, n):
+    run = train(wide_mlp, ["--scheduler", scheduler_address, "-ll:gpu", str(n)], "sample", n)
+    ff, _ = compiled(wide_mlp, ["-ll:gpu", str(n), "--in-process"], "sample", n)
+    early = [t for t in ff.compiled.executor.taskgraph.tasks if A.sent_early(t.action)]
+    assert {type(t.action) for t in early} == {A.SendWeightGrad, A.SendWeight}
+    assert_same_run(run, train(wide_mlp, []))

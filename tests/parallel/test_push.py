@@ -29,6 +29,18 @@ def test_a_mailbox_hands_over_what_arrives_later_from_another_thread():
     assert mailbox.take(3, "Dense_1-forward-d1e0", lambda: True) == ["items"]
 
 
+@pytest.mark.parametrize("closing_first", [True, False])
+def test_a_mailbox_waits_for_every_parcel_the_closing_one_counts(closing_first):
+    mailbox = Mailbox()
+    parcels = [(["early gradient"], None), (["the rest"], 2)]
+    first, last = parcels[::-1] if closing_first else parcels
+    mailbox.put(1, "a", *first)
+    with pytest.raises(Cancelled):  # one of two parcels is not the delivery
+        mailbox.take(1, "a", lambda: False)
+    threading.Timer(0.05, mailbox.put, (1, "a", *last)).start()
+    assert sorted(mailbox.take(1, "a", lambda: True)) == ["early gradient", "the rest"]
+
+
 def test_a_mailbox_stops_waiting_once_its_task_is_no_longer_wanted():
     mailbox = Mailbox()
     mailbox.put(2, "a", ["for iteration 2"])  # another iteration's delivery is not the one

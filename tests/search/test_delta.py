@@ -10,20 +10,23 @@ from flexflow.scheduler.simulator import Simulator
 from flexflow.scheduler.taskgraph import Checks
 from flexflow.scheduler.strategy import data_parallel_strategy
 
-from ..parallel.models import BATCH, MODELS
+from ..parallel.models import BATCH, MODELS, wide_mlp
 from .helpers import compiled, small_machine
 
 STEPS = 25
 
 
 def plan_view(simulation):
-    return [(p.name, p.device, p.cost, p.sent, p.feeds, p.receive_from, p.after)
+    return [(p.name, p.device, p.cost, p.sent, p.feeds, p.receive_from, p.after, p.early)
             for p in simulation.plans]
 
 
-@pytest.mark.parametrize("name", list(MODELS))
+BUILDS = {**MODELS, "wide_mlp": wide_mlp}  # the last one's updates post messages early
+
+
+@pytest.mark.parametrize("name", list(BUILDS))
 def test_delta_equals_full_on_random_proposals(name):
-    ff, objective = compiled(MODELS[name], BATCH)
+    ff, objective = compiled(BUILDS[name], BATCH)
     graph = ff.graph
     simulator = Simulator(graph, objective, small_machine(), ff.compiled.loss, ff.optimizer.rule(),
                           Checks(finite_gradients=True))
@@ -31,6 +34,7 @@ def test_delta_equals_full_on_random_proposals(name):
                                                 enable_attribute_parallel=True))
     rng = random.Random(hash(name) % 1000)
     current = data_parallel_strategy(graph, 4)
+    posted_early = False
     for _ in range(STEPS):
         proposal = dict(current)
         for _ in range(rng.choice([1, 1, 2])):  # mostly one-op changes, sometimes two
@@ -40,5 +44,7 @@ def test_delta_equals_full_on_random_proposals(name):
         assert delta.time == full.time
         assert delta.memory == full.memory
         assert plan_view(delta) == plan_view(full)
+        posted_early |= any(plan.early for plan in full.plans)
         if rng.random() < 0.5:
             current = proposal
+    assert posted_early == (name == "wide_mlp")

@@ -84,6 +84,21 @@ def test_a_shared_link_serves_transfers_first_come_first_served():
     assert shared.time == pytest.approx(10.2 + 3.0)
 
 
+def test_a_message_posted_early_leaves_when_its_task_ends():
+    shard = Box(((0, 512), (0, 512)))  # 1 MiB of float32: actions.EARLY_SEND_BYTES
+    tasks = [task("g", 0, A.SendWeightGrad((0, 0, shard), 1, shard)),
+             task("x", 0, A.Receive(), ("g",)),
+             task("y", 0, A.Receive(), ("x",)),
+             task("c", 1, A.Receive(), ("g",))]
+    sim = simulate(graph_with((1,)), tasks, 2)
+    assert A.sent_early(tasks[0].action)
+    assert sim.plans[0].early == ((1.5, 1, 512 * 512 * 4),) and sim.plans[0].sent == {}
+    # d0 runs 2 .. 5.5; the gradient leaves when its task ends (2 + 0.5 + 1) and takes
+    # 0.1 + 1048.576 ms; d1's group, ready at 7.5, takes the closing parcel after it
+    arrived = 3.5 + 0.1 + 1048.576
+    assert sim.ends[1] == pytest.approx(arrived + 0.1 + 1.5)
+
+
 def test_recorded_transfers_are_the_link_bookings():
     tasks = [task("a", 0, send(0, 250, 1)),
              task("b", 0, send(0, 250, 2)),
