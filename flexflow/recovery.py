@@ -53,18 +53,25 @@ class Journal:
         return cls(interval) if run.cluster and interval > 0 else None
 
     def perform(self, run, action: Callable, record: bool = True):
-        """`action(run.executor)`, recovering from lost workers; `record`: played again
-        after a recovery (calls that change device state), else just retried (reads)."""
-        while True:
-            try:
-                self._copy_if_due(run)
-                result = action(run.executor)
-                break
-            except WorkerLost as lost:
-                self._recover(run, lost)
+        """`action(run.executor)`, recovering from lost workers, after the copy of the training
+        state if one is due; `record`: played again after a recovery (calls that change device
+        state), else just retried (reads)."""
+        def copied_first(executor):
+            self._copy_if_due(run)
+            return action(executor)
+        result = self.recovering(run, copied_first)
         if record:
             self.calls.append(action)
         return result
+
+    def recovering(self, run, action: Callable):
+        """`action(run.executor)`, made again after each recovery until it completes on the
+        workers that remain (ClusterLost when none remain)."""
+        while True:
+            try:
+                return action(run.executor)
+            except WorkerLost as lost:
+                self._recover(run, lost)
 
     def record(self, action: Callable) -> None:
         """Add a call made outside `perform` (a window, once it is known to stand)."""
@@ -93,18 +100,24 @@ class Journal:
 
     def _copy_if_due(self, run) -> None:
         if self._due():
-            self.state = run.capture()
+            self.state = run.read_state(run.executor)
             self.calls.clear()
             self.updates = 0
 
     def _recover(self, run, lost: WorkerLost) -> None:
         """Deploy again on the workers that remain, restore the copy's device state (the run
-        keeps its counters and position) and play the journal again."""
-        since = f"update {self.state.updates}" if self.state else "compile"
-        warn_lost(lost, f"going back to the training state of {since} and {len(self.calls)} "
-                        f"call(s) after it")
-        run.redeploy(remaining(run, run.cluster))
-        self._replay(run)
+        keeps its counters and position) and play the journal again; a worker lost meanwhile
+        starts it over on fewer workers."""
+        while True:
+            since = f"update {self.state.updates}" if self.state else "compile"
+            warn_lost(lost, f"going back to the training state of {since} and "
+                            f"{len(self.calls)} call(s) after it")
+            try:
+                run.redeploy(remaining(run, run.cluster))
+                self._replay(run)
+                return
+            except WorkerLost as again:
+                lost = again
 
     def _replay(self, run) -> None:
         if self.state is None:  # before the first copy: the weights compile made
