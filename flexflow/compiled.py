@@ -10,8 +10,8 @@ may deploy it again on fewer workers.
 Nothing outside holds a part of that state. Each run is given its iteration's values as one
 frozen `IterationState` (`iteration` makes it from the batches fed and the mode), passed to the
 executor as it is, and kept by the journal to make the run again after a lost worker.
-checkpoint.py and recovery.py use `capture` and `restore`; the host reads and writes of weights
-and tensors go through `perform`.
+checkpoint.py uses `capture` and `restore`, recovery.py `read_state` and `restore`; the host
+reads and writes of weights and tensors go through `perform`.
 """
 
 from __future__ import annotations

@@ -1,18 +1,22 @@
 """Training that goes on when a Dask worker is lost.
 
 A worker that dies takes its device's weights, optimizer state and activations with it. So a
-model trained on a cluster keeps, on the host, a copy of its training state (CompiledRun.capture)
-taken every `--recovery-interval` updates, and a journal of what it asked of the devices since:
-runs, each with the frozen IterationState (batch and counters) it ran on, and weight writes. When
-a call finds a worker gone (`WorkerLost`), the model is planned again on the workers that remain
+model trained on a cluster keeps, on the host, a copy of its training state
+(CompiledRun.read_state) taken every `--recovery-interval` updates, and a journal of what it
+asked of the devices since: runs, each with the frozen IterationState (batch, counters, update
+rule) it ran on, and weight writes. When a call finds a worker gone (`WorkerLost`), the model is planned again on the workers that remain
 (searched again if the run searched, else data parallel: deployment.deploy), the copy's weights
 and optimizer state are restored, the journal is played again in order (those calls' metrics
-were counted the first time and are dropped), and the call that failed is made again. Every
+were counted the first time and are dropped), and the call that failed is made again; a worker
+lost during the recovery starts it over on the workers left. Every call to the devices goes
+through the journal, compile's weight initialisation and save_checkpoint's capture too. Every
 call computes the same numbers given the same weights, batch and counters (dropout masks hash
 the step), so the run goes on as if nothing had been lost, up to the order of floating-point
 sums on a different number of devices.
 
-With no worker left, the last copy is written to a checkpoint file and `ClusterLost` says where.
+With no worker left (or no scheduler: scheduler/cluster.py lists no workers then), the last
+copy is written to a checkpoint file, with the optimizer's hyper-parameters as they were when it
+was taken, and `ClusterLost` says where.
 """
 
 from __future__ import annotations
