@@ -4,11 +4,12 @@ A worker that dies takes its device's weights, optimizer state and activations w
 model trained on a cluster keeps, on the host, a copy of its training state
 (CompiledRun.read_state) taken every `--recovery-interval` updates, and a journal of what it
 asked of the devices since: runs, each with the frozen IterationState (batch, counters, update
-rule) it ran on, and weight writes. When a call finds a worker gone (`WorkerLost`), the model is planned again on the workers that remain
-(searched again if the run searched, else data parallel: deployment.deploy), the copy's weights
-and optimizer state are restored, the journal is played again in order (those calls' metrics
-were counted the first time and are dropped), and the call that failed is made again; a worker
-lost during the recovery starts it over on the workers left. Every call to the devices goes
+rule) it ran on, and weight writes. When a call finds a worker gone (`WorkerLost`), the model
+is planned again on the workers that remain (searched again if the run searched, else data
+parallel: deployment.deploy), the copy's weights and optimizer state are restored, the journal
+is played again in order (those calls' metrics were counted the first time and are dropped),
+and the call that failed is made again; a worker lost during the recovery starts it over on the
+workers left. Every call to the devices goes
 through the journal, compile's weight initialisation and save_checkpoint's capture too. Every
 call computes the same numbers given the same weights, batch and counters (dropout masks hash
 the step), so the run goes on as if nothing had been lost, up to the order of floating-point
