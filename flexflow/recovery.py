@@ -9,9 +9,8 @@ is planned again on the workers that remain (searched again if the run searched,
 parallel: deployment.deploy), the copy's weights and optimizer state are restored, the journal
 is played again in order (those calls' metrics were counted the first time and are dropped),
 and the call that failed is made again; a worker lost during the recovery starts it over on the
-workers left. Every call to the devices goes
-through the journal, compile's weight initialisation and save_checkpoint's capture too. Every
-call computes the same numbers given the same weights, batch and counters (dropout masks hash
+workers left. Every call to the devices goes through the journal, compile's weight
+initialisation and save_checkpoint's capture too. Every call computes the same numbers given the same weights, batch and counters (dropout masks hash
 the step), so the run goes on as if nothing had been lost, up to the order of floating-point
 sums on a different number of devices.
 
