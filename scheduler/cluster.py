@@ -24,7 +24,7 @@ from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from typing import Any
 
-from .heartbeats import responsive
+from .heartbeats import STALL_S, responsive
 from .security import TLSFiles, client_security, encryption_required, local_cluster_security
 
 _STARTED: dict[tuple, "Cluster"] = {}
@@ -102,6 +102,18 @@ def check_alive(client, workers: list[str], during: str, futures: list = ()) -> 
         if futures:
             client.cancel(list(futures))
         raise WorkerLost(sorted(lost), during)
+
+
+def await_loss(client, workers: list[str], during: str) -> None:
+    """After a call failed to reach one of `workers`: WorkerLost once the scheduler no longer
+    has one (it takes a moment to notice a dead worker, and STALL_S to find one cut off);
+    returns if all are still there by then, for the caller to raise its error."""
+    deadline = time.monotonic() + STALL_S + 2 * WATCH_S
+    while True:
+        check_alive(client, workers, during)
+        if time.monotonic() > deadline:
+            return
+        time.sleep(WATCH_S / 4)
 
 
 def watched_wait(client, futures: list, workers: list[str], during: str) -> None:
