@@ -232,6 +232,6 @@ def test_the_scheduler_lost(monkeypatch, capsys, tmp_path):
         scheduler = victims.client.run_on_scheduler(os.getpid)
         strike_in(monkeypatch, DaskExecutor, "run_window", (scheduler,), signal.SIGKILL, 4,
                   after=0.01)
-        with pytest.raises(ClusterLost, match="was saved"):
+        with pytest.warns(WorkerLostWarning), pytest.raises(ClusterLost, match="was saved"):
             fit_on(address, 2, capsys)
     assert recovered(capsys, tmp_path).compiled.updates == 6
