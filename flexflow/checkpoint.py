@@ -68,6 +68,7 @@ class TrainingState:
     epoch: int = 0                                       # fit's position: the epoch and
     iteration: int = 0                                   # the iterations done in it
     strategy: dict[str, ParallelConfig] = field(default_factory=dict)  # informative
+    settings: object = None  # the optimizer as captured (a copy); None: the model's now
 
 
 def weight_specs(model) -> dict[WeightRef, object]:
@@ -115,8 +116,9 @@ def check_fits(model, state: TrainingState, source: str) -> None:
 
 # ---- files --------------------------------------------------------------------------------------
 def save(path, state: TrainingState, model):
-    """Write `state`, captured from `model` (whose layers name the arrays and whose optimizer
-    gives the hyper-parameters), to `path`. Returns the path."""
+    """Write `state`, captured from `model` (whose layers name the arrays), to `path`, with
+    the hyper-parameters of the optimizer as the state captured it (else the model's now).
+    Returns the path."""
     check_fits(model, state, "training state")
     layers = model.graph.layers
     arrays, entries = {}, []
@@ -129,7 +131,7 @@ def save(path, state: TrainingState, model):
         arrays[_weight_entry(name, ref[1])] = state.weights[ref]
         for slot, array in slots.items():
             arrays[_slot_entry(name, ref[1], slot)] = array
-    optimizer = model.optimizer
+    optimizer = model.optimizer if state.settings is None else state.settings
     metadata = {"format": FORMAT, "version": VERSION, "step": state.step,
                 "updates": state.updates, "epoch": state.epoch, "iteration": state.iteration,
                 "strategy": json.loads(strategy_file.dumps_json(state.strategy)),

@@ -10,12 +10,13 @@ may deploy it again on fewer workers.
 Nothing outside holds a part of that state. Each run is given its iteration's values as one
 frozen `IterationState` (`iteration` makes it from the batches fed and the mode), passed to the
 executor as it is, and kept by the journal to make the run again after a lost worker.
-checkpoint.py and recovery.py use `capture` and `restore`; the host reads and writes of weights
-and tensors go through `perform`.
+checkpoint.py uses `capture` and `restore`, recovery.py `read_state` and `restore`; the host
+reads and writes of weights and tensors go through `perform`.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 from typing import Callable, Mapping, Sequence
 
@@ -50,8 +51,8 @@ class CompiledRun:
         self._resume_at: tuple[int, int] | None = None
         self._journal: recovery.Journal | None = None
         self._deployment = self._deploy(cluster, strategy, True, previous)
-        self.initialize_weights()
         self._journal = recovery.Journal.for_run(self)
+        self._recovering(lambda executor: self.initialize_weights())
 
     # ---- read-only views ------------------------------------------------------------------------
     @property
@@ -179,20 +180,35 @@ class CompiledRun:
             return action(self.executor)
         return self._journal.perform(self, action, record)
 
+    def _recovering(self, action: Callable):
+        """`action(executor)`; on a cluster, made again after a lost worker is recovered from
+        (for what must not take a copy of the training state first: the weights compile sets,
+        and the copy itself)."""
+        if self._journal is None:
+            return action(self.executor)
+        return self._journal.recovering(self, action)
+
     def release(self, data_sets) -> None:
         """The workers may drop their copies of these `feeds.DataSet`s (a fit has ended)."""
         self.executor.release(data_sets)
 
     # ---- training state -------------------------------------------------------------------------
     def capture(self) -> checkpoint.TrainingState:
-        """A host-side copy of the training state (format: flexflow/checkpoint.py)."""
+        """A host-side copy of the training state (format: flexflow/checkpoint.py), read
+        again after a lost worker is recovered from."""
+        return self._recovering(self.read_state)
+
+    def read_state(self, executor: Executor) -> checkpoint.TrainingState:
+        """The training state as `executor`'s devices hold it now, with a copy of the
+        optimizer (its hyper-parameters now, which a later call may change)."""
         shapes = {ref: spec.shape for ref, spec in checkpoint.weight_specs(self.model).items()}
-        weights = self.executor.get_weights(shapes)
+        weights = executor.get_weights(shapes)
         optimizer = {ref: slots for ref, slots in
-                     self.executor.get_optimizer_states(shapes).items() if slots}
+                     executor.get_optimizer_states(shapes).items() if slots}
         epoch, iteration = self.fit_position
         return checkpoint.TrainingState(weights, optimizer, self._step, self._updates, epoch,
-                                        iteration, dict(self.strategy))
+                                        iteration, dict(self.strategy),
+                                        copy.copy(self.model.optimizer))
 
     def restore(self, state: checkpoint.TrainingState, source: str = "training state",
                 resume: bool = True) -> None:
@@ -224,7 +240,8 @@ class CompiledRun:
     def _deploy(self, cluster, strategy: dict | None, first: bool,
                 previous: Executor | None) -> Deployment:
         """`deployment.deploy`; workers lost while it plans are left out and the plan made
-        again."""
+        again as after any lost worker (searched again if the run searches, else data
+        parallel, on the workers that remain)."""
         while True:
             try:
                 return deploy(self.model, self.objective, self.loss, cluster, strategy, first,
@@ -232,6 +249,7 @@ class CompiledRun:
             except WorkerLost as lost:
                 recovery.warn_lost(lost, "planning")
                 cluster = recovery.remaining(self, cluster)
+                strategy, first = None, False
 
 
 def require_compiled(model, what: str) -> CompiledRun:

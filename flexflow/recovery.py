@@ -1,18 +1,22 @@
 """Training that goes on when a Dask worker is lost.
 
 A worker that dies takes its device's weights, optimizer state and activations with it. So a
-model trained on a cluster keeps, on the host, a copy of its training state (CompiledRun.capture)
-taken every `--recovery-interval` updates, and a journal of what it asked of the devices since:
-runs, each with the frozen IterationState (batch and counters) it ran on, and weight writes. When
-a call finds a worker gone (`WorkerLost`), the model is planned again on the workers that remain
-(searched again if the run searched, else data parallel: deployment.deploy), the copy's weights
-and optimizer state are restored, the journal is played again in order (those calls' metrics
-were counted the first time and are dropped), and the call that failed is made again. Every
-call computes the same numbers given the same weights, batch and counters (dropout masks hash
+model trained on a cluster keeps, on the host, a copy of its training state
+(CompiledRun.read_state) taken every `--recovery-interval` updates, and a journal of what it
+asked of the devices since: runs, each with the frozen IterationState (batch, counters, update
+rule) it ran on, and weight writes. When a call finds a worker gone (`WorkerLost`), the model
+is planned again on the workers that remain (searched again if the run searched, else data
+parallel: deployment.deploy), the copy's weights and optimizer state are restored, the journal
+is played again in order (those calls' metrics were counted the first time and are dropped),
+and the call that failed is made again; a worker lost during the recovery starts it over on the
+workers left. Every call to the devices goes through the journal, compile's weight
+initialisation and save_checkpoint's capture too. Every call computes the same numbers given the same weights, batch and counters (dropout masks hash
 the step), so the run goes on as if nothing had been lost, up to the order of floating-point
 sums on a different number of devices.
 
-With no worker left, the last copy is written to a checkpoint file and `ClusterLost` says where.
+With no worker left (or no scheduler: scheduler/cluster.py lists no workers then), the last
+copy is written to a checkpoint file, with the optimizer's hyper-parameters as they were when it
+was taken, and `ClusterLost` says where.
 """
 
 from __future__ import annotations
@@ -53,18 +57,25 @@ class Journal:
         return cls(interval) if run.cluster and interval > 0 else None
 
     def perform(self, run, action: Callable, record: bool = True):
-        """`action(run.executor)`, recovering from lost workers; `record`: played again
-        after a recovery (calls that change device state), else just retried (reads)."""
-        while True:
-            try:
-                self._copy_if_due(run)
-                result = action(run.executor)
-                break
-            except WorkerLost as lost:
-                self._recover(run, lost)
+        """`action(run.executor)`, recovering from lost workers, after the copy of the training
+        state if one is due; `record`: played again after a recovery (calls that change device
+        state), else just retried (reads)."""
+        def copied_first(executor):
+            self._copy_if_due(run)
+            return action(executor)
+        result = self.recovering(run, copied_first)
         if record:
             self.calls.append(action)
         return result
+
+    def recovering(self, run, action: Callable):
+        """`action(run.executor)`, made again after each recovery until it completes on the
+        workers that remain (ClusterLost when none remain)."""
+        while True:
+            try:
+                return action(run.executor)
+            except WorkerLost as lost:
+                self._recover(run, lost)
 
     def record(self, action: Callable) -> None:
         """Add a call made outside `perform` (a window, once it is known to stand)."""
@@ -93,18 +104,24 @@ class Journal:
 
     def _copy_if_due(self, run) -> None:
         if self._due():
-            self.state = run.capture()
+            self.state = run.read_state(run.executor)
             self.calls.clear()
             self.updates = 0
 
     def _recover(self, run, lost: WorkerLost) -> None:
         """Deploy again on the workers that remain, restore the copy's device state (the run
-        keeps its counters and position) and play the journal again."""
-        since = f"update {self.state.updates}" if self.state else "compile"
-        warn_lost(lost, f"going back to the training state of {since} and {len(self.calls)} "
-                        f"call(s) after it")
-        run.redeploy(remaining(run, run.cluster))
-        self._replay(run)
+        keeps its counters and position) and play the journal again; a worker lost meanwhile
+        starts it over on fewer workers."""
+        while True:
+            since = f"update {self.state.updates}" if self.state else "compile"
+            warn_lost(lost, f"going back to the training state of {since} and "
+                            f"{len(self.calls)} call(s) after it")
+            try:
+                run.redeploy(remaining(run, run.cluster))
+                self._replay(run)
+                return
+            except WorkerLost as again:
+                lost = again
 
     def _replay(self, run) -> None:
         if self.state is None:  # before the first copy: the weights compile made

@@ -14,21 +14,28 @@ requires encryption (scheduler/security.py).
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import importlib.util
 import logging
 import sys
+import time
 from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from typing import Any
 
+from .heartbeats import STALL_S, responsive
 from .security import TLSFiles, client_security, encryption_required, local_cluster_security
 
 _STARTED: dict[tuple, "Cluster"] = {}
 WATCH_S = 1.0  # how often a client waiting on tasks checks that their workers are still there
+SCHEDULER_WAIT_S = 15.0  # a scheduler that has not answered for this long is gone
 # A task's future ends so when it failed, or when Dask lost what it needed (a worker that held a
 # scattered input left)
 FAILED = ("error", "cancelled")
+# The scheduler of a cluster started here drops a worker it has not heard from for this long
+# (Dask's default is 5 minutes); the client declares one lost sooner (scheduler/heartbeats.py)
+SCHEDULER_OPTIONS = {"worker_ttl": "10s"}
 
 
 @dataclass
@@ -59,10 +66,20 @@ class WorkerLost(RuntimeError):
 
 
 def workers_now(client) -> dict[str, dict]:
-    """The scheduler's workers, asked of the scheduler itself: `Client.scheduler_info` returns
-    the client's cached identity, which a periodic refresh may replace meanwhile by one that
-    lists no workers at all."""
-    return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+    """The scheduler's workers but the stalled ones (scheduler/heartbeats.py), asked of the
+    scheduler itself: `Client.scheduler_info` returns the client's cached identity, which a
+    periodic refresh may replace meanwhile by one that lists no workers at all. None when the
+    scheduler is gone: the client has lost its connection, or the scheduler has not answered
+    for SCHEDULER_WAIT_S."""
+    deadline = time.monotonic() + SCHEDULER_WAIT_S
+    while client.status == "running" and time.monotonic() < deadline:
+        try:
+            identity = client.sync(client.scheduler.identity, n_workers=-1,
+                                   callback_timeout=WATCH_S)
+        except (OSError, TimeoutError):  # asked again, unless the client has lost it
+            continue
+        return responsive(client, identity["workers"])
+    return {}
 
 
 def _listed(client, limit: int | None, owned=None) -> Cluster:
@@ -85,6 +102,18 @@ def check_alive(client, workers: list[str], during: str, futures: list = ()) -> 
         if futures:
             client.cancel(list(futures))
         raise WorkerLost(sorted(lost), during)
+
+
+def await_loss(client, workers: list[str], during: str) -> None:
+    """After a call failed to reach one of `workers`: WorkerLost once the scheduler no longer
+    has one (it takes a moment to notice a dead worker, and STALL_S to find one cut off);
+    returns if all are still there by then, for the caller to raise its error."""
+    deadline = time.monotonic() + STALL_S + 2 * WATCH_S
+    while True:
+        check_alive(client, workers, during)
+        if time.monotonic() > deadline:
+            return
+        time.sleep(WATCH_S / 4)
 
 
 def watched_wait(client, futures: list, workers: list[str], during: str) -> None:
@@ -120,6 +149,23 @@ def watched_gather(client, futures: list, workers: list[str], during: str) -> li
         except CancelledError:
             check_alive(client, workers, during, futures)
             raise
+
+
+def watched_run(client, workers: list[str], during: str, fn, *args) -> dict:
+    """`Client.run(fn, *args, workers=workers)`: {worker: result}. A worker that stalls would
+    keep it waiting, so wait in short slices and raise WorkerLost when one of `workers` has
+    gone."""
+    pending = asyncio.run_coroutine_threadsafe(client._run(fn, *args, workers=workers),
+                                               client.loop.asyncio_loop)
+    while True:
+        try:
+            return pending.result(WATCH_S)
+        except TimeoutError:
+            try:
+                check_alive(client, workers, during)
+            except WorkerLost:
+                pending.cancel()
+                raise
 
 
 def dashboard(client) -> str:
@@ -191,8 +237,8 @@ def start_local(num_devices: int, device_memory_mb: int = 0, stream=sys.stdout) 
         from dask_cuda import LocalCUDACluster
 
         owned = LocalCUDACluster(n_workers=min(num_devices, gpus), dashboard_address=":0",
-                                 security=security, **_memory_pools(LocalCUDACluster,
-                                                                    device_memory_mb))
+                                 security=security, scheduler_kwargs=SCHEDULER_OPTIONS,
+                                 **_memory_pools(LocalCUDACluster, device_memory_mb))
     else:
         print(f"GPUs were not found: starting {num_devices} CPU worker "
               f"{'process' if num_devices == 1 else 'processes'}, one per requested device.",
@@ -217,11 +263,13 @@ def _cpu_cluster(num_devices: int, security):
         from distributed import LocalCluster
         return LocalCluster(n_workers=num_devices, threads_per_worker=1, processes=True,
                             dashboard_address="127.0.0.1:0", env=single_threaded_blas(),
-                            silence_logs=logging.ERROR, security=security)
+                            silence_logs=logging.ERROR, security=security,
+                            scheduler_kwargs=SCHEDULER_OPTIONS)
     from distributed.deploy.subprocess import SubprocessCluster
     return SubprocessCluster(n_workers=num_devices, threads_per_worker=1,
                              dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR,
-                             worker_kwargs={"env": single_threaded_blas()})
+                             worker_kwargs={"env": single_threaded_blas()},
+                             scheduler_kwargs=SCHEDULER_OPTIONS)
 
 
 def _memory_pools(cluster_class, device_memory_mb: int) -> dict:

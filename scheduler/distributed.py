@@ -33,8 +33,8 @@ from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 from .actions import Context, IterationState, Load
 from .allocator import keep_freed_memory
-from .cluster import (FAILED, alive, array_module, check_alive, watched_gather,
-                      watched_wait)
+from .cluster import (FAILED, alive, array_module, await_loss, check_alive, watched_gather,
+                      watched_run, watched_wait)
 from .executor import Executor, run_tasks, start_iteration
 from .feeds import Rows, host_batch
 from .fusion import Group
@@ -309,8 +309,11 @@ class DaskExecutor(Executor):
     def _on_workers(self, workers: list[str], during: str, fn, *args) -> dict:
         """`fn(*args)` in the process of each of `workers`: {worker: result}."""
         try:
-            return self.client.run(fn, *args, workers=workers)
-        except (OSError, KeyError):  # cannot reach a worker: say so if it has left
+            return watched_run(self.client, workers, during, fn, *args)
+        except OSError:  # cannot reach a worker: say so once the scheduler knows it has left
+            await_loss(self.client, self.workers, during)
+            raise
+        except KeyError:  # a worker the scheduler no longer has
             self._check_workers(during)
             raise
 

@@ -7,7 +7,6 @@ import os
 import random
 import signal
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -19,13 +18,15 @@ from flexflow.scheduler import cluster as cluster_module
 from flexflow.scheduler.distributed import DaskExecutor
 
 from .cluster import loopback_cluster
+from .faults import strike, worker_processes
 from .training import all_weights, metric_lines, numbers
 
 BATCH, SAMPLES, EPOCHS = 12, 96, 2  # 8 iterations an epoch; 12 splits over 3 devices and 2
 
 
-def build_and_fit(argv, capsys):
-    """A 2-epoch fit of an MLP with dropout; its weights and the printed metric lines."""
+def build_and_fit(argv, capsys, epoch_begin=None):
+    """A 2-epoch fit of an MLP with dropout; its weights and the printed metric lines. With
+    `epoch_begin`, one fit per epoch, `epoch_begin(ff, epoch)` called before each."""
     ff = FFModel(FFConfig(argv=argv + ["--recovery-interval", "3"], batch_size=BATCH,
                           epochs=EPOCHS))
     x = ff.create_tensor([BATCH, 10], DataType.DT_FLOAT)
@@ -40,27 +41,29 @@ def build_and_fit(argv, capsys):
     images = rng.standard_normal((SAMPLES, 10)).astype(np.float32)
     labels = (images[:, :4].argmax(1)).astype(np.int32).reshape(-1, 1)
     capsys.readouterr()
-    ff.fit(x=ff.create_data_loader(x, images), y=ff.create_data_loader(ff.label_tensor, labels),
-           epochs=EPOCHS)
+    loaders = dict(x=ff.create_data_loader(x, images),
+                   y=ff.create_data_loader(ff.label_tensor, labels))
+    if epoch_begin is None:
+        ff.fit(**loaders, epochs=EPOCHS)
+    else:
+        for epoch in range(EPOCHS):
+            epoch_begin(ff, epoch)
+            ff.fit(**loaders, epochs=1)
     lines = metric_lines(capsys)
     weights = all_weights(ff)
     return weights, lines, ff
 
 
-def kill_during_run(monkeypatch, client, victim, at_call):
-    """Kill `victim` (its nanny first, then the worker) while the window of iterations that
-    holds the `at_call`-th iteration runs."""
-    pid, nanny = client.run(lambda: (os.getpid(), os.getppid()), workers=[victim])[victim]
+def kill_during_run(monkeypatch, client, victim, at_call, signum=signal.SIGKILL):
+    """Kill `victim` (its nanny first, then the worker; or stop both, with SIGSTOP) while the
+    window of iterations that holds the `at_call`-th iteration runs."""
+    pids = worker_processes(client, victim)
     calls = {"n": 0}
     original = DaskExecutor.run_window
 
     def run_window(self, phases, states, *args, **kwargs):
         if calls["n"] < at_call <= calls["n"] + len(states):
-            def kill():
-                time.sleep(0.01)
-                os.kill(nanny, signal.SIGKILL)
-                os.kill(pid, signal.SIGKILL)
-            threading.Thread(target=kill).start()
+            strike(pids, signum, after=0.01)
         calls["n"] += len(states)
         return original(self, phases, states, *args, **kwargs)
     monkeypatch.setattr(DaskExecutor, "run_window", run_window)
@@ -138,11 +141,10 @@ def test_a_result_lost_with_its_worker_is_reported_not_waited_for():
         try:
             cluster = cluster_module.connect(address, 1)
             client, victim = cluster.client, cluster.workers[0]
-            pid, nanny = client.run(lambda: (os.getpid(), os.getppid()), workers=[victim])[victim]
+            pids = worker_processes(client, victim)
             future = client.submit(np.arange, 3, workers=[victim], pure=False)
             cluster_module.watched_wait(client, [future], [victim], "the test")
-            os.kill(nanny, signal.SIGKILL)
-            os.kill(pid, signal.SIGKILL)
+            strike(pids, signal.SIGKILL)
             outcome = []
 
             def gather():
