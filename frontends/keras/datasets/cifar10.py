@@ -23,6 +23,7 @@ ARCHIVE = "cifar-10-python.tar.gz"
 FOLDER = "cifar-10-batches-py"
 TRAIN_BATCHES = [f"data_batch_{i}" for i in range(1, 6)]
 TEST_BATCH = "test_batch"
+MAX_BATCH_BYTES = 1 << 28  # a batch of the archive is read whole; the published ones hold 31 MB
 
 
 def load_data(num_samples: int = 40000):
@@ -63,10 +64,13 @@ def _batch_reader():
     with tarfile.open(archive, "r:*") as tar:
         for member in tar:
             if member.name in wanted and member.isfile():
+                if member.size > MAX_BATCH_BYTES:
+                    raise files.DatasetError(f"{archive}: {member.name} declares {member.size} "
+                                             f"bytes, more than the {MAX_BATCH_BYTES} of a batch")
                 contents[member.name.split("/")[-1]] = tar.extractfile(member).read()
 
     def from_archive(name):
         if name not in contents:
-            raise ValueError(f"{archive}: no file {FOLDER}/{name} in the archive")
-        return load_batch(contents[name])
+            raise files.DatasetError(f"{archive}: no file {FOLDER}/{name} in the archive")
+        return load_batch(contents[name], where=f"{archive}:{FOLDER}/{name}")
     return from_archive
