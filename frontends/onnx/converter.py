@@ -3,8 +3,9 @@
 Each value name maps to an FFModel `Tensor` or a `Const`. A node whose inputs are all constants
 is evaluated at import with ONNX's reference implementation (numpy), whatever its operator
 but control flow, within one byte budget per model (fold_limits.py): that folds the Shape ->
-Gather -> Concat -> Reshape chains exporters emit, and weight preprocessing. Every other node goes to the handler registered for its operator, which builds
-layers through the public FFModel API. Weights are assigned with `Parameter.set_weights` as the
+Gather -> Concat -> Reshape chains exporters emit, and weight preprocessing. Every other node
+goes to the handler registered for its operator, which builds layers through the public FFModel
+API. Weights are assigned with `Parameter.set_weights` as the
 layers are built; compile() then creates the weights with those values.
 
 `check_graph` runs the same walk without building anything, to report an unsupported operator or

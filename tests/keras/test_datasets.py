@@ -278,3 +278,17 @@ def test_archive_members_compressed_other_than_deflate_are_refused(data_dir):
             archive.writestr(f"{key}.npy", buffer.getvalue())
     with pytest.raises(files.DatasetError, match="mnist.npz: entry .* other than deflate"):
         mnist.load_data()
+
+
+def test_damaged_compressed_files_raise_the_dataset_error(data_dir):
+    batches = cifar_batches(np.random.default_rng(3))
+    write_cifar_tarball(data_dir / "cifar-10-python.tar.gz", batches)
+    tarball = (data_dir / "cifar-10-python.tar.gz").read_bytes()
+    (data_dir / "cifar-10-python.tar.gz").write_bytes(tarball[:len(tarball) // 2])
+    with pytest.raises(files.DatasetError, match="cifar-10-python.tar.gz: not a readable"):
+        cifar10.load_data(10)
+    arrays = mnist_arrays(np.random.default_rng(0))
+    for name, key in zip(mnist.IDX_FILES, mnist.NPZ_KEYS):
+        (data_dir / f"{name}.gz").write_bytes(gzip.compress(idx_bytes(arrays[key]))[:40])
+    with pytest.raises(files.DatasetError, match="idx.-ubyte.gz: unreadable"):
+        mnist.load_data()

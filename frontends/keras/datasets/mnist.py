@@ -9,6 +9,7 @@ is downloaded when neither form is there and the network answers.
 from __future__ import annotations
 
 import gzip
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -46,14 +47,17 @@ def _from_npz(path: Path):
 def read_idx(path: Path) -> np.ndarray:
     """An IDX file (big-endian header: 0, 0, type 0x08 = ubyte, ndim; then the dims)."""
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        data = f.read()
+    try:
+        with opener(path, "rb") as f:
+            data = f.read()
+    except (OSError, EOFError, zlib.error) as error:  # a damaged or truncated .gz
+        raise files.DatasetError(f"{path}: unreadable ({error})") from None
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
         raise files.DatasetError(f"{path}: not an unsigned-byte IDX file")
     ndim = data[3]
     dims = tuple(int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
     body = np.frombuffer(data, np.uint8, offset=4 + 4 * ndim)
     if body.size != int(np.prod(dims)):
-        raise files.DatasetError(f"{path}: header says {dims} ({int(np.prod(dims))} bytes), file has "
-                         f"{body.size}")
+        raise files.DatasetError(f"{path}: header says {dims} ({int(np.prod(dims))} bytes), "
+                                 f"file has {body.size}")
     return body.reshape(dims)
