@@ -1,11 +1,12 @@
-""".npz archives of named arrays, the container of weights files and checkpoints.
+""".npz archives of named arrays, the container of weights files, checkpoints and data sets.
 
 An archive is NumPy's `.npz`: a zip holding one `.npy` file per array. Writing goes to a
 `.partial` file that then replaces the target, so an interrupted save never leaves a truncated
 file where a good one was. Reading never unpickles and never trusts a declared size: each
 member's `.npy` header is read first and must declare exactly the shape and dtype the caller
-expects (or, for text, at most a given length) before its data is allocated; a truncated,
-corrupt or non-zip file raises the caller's error type naming the file and the member.
+expects (or, for text, at most a given length) before its data is allocated; a reader may also
+bound the bytes all members declare together; a truncated, corrupt or non-zip file raises the
+caller's error type naming the file and the member.
 """
 
 from __future__ import annotations
@@ -25,17 +26,42 @@ from numpy.lib import format as npy_format
 DAMAGE = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError,
           NotImplementedError, RuntimeError, zlib.error, struct.error, UnicodeDecodeError,
           OverflowError)
+COMPRESSIONS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
 
 
 def write(path, arrays: dict[str, np.ndarray]) -> Path:
-    """Write `arrays` (member name -> array) to exactly `path`, atomically."""
+    """Write `arrays` (member name -> array) to exactly `path`, atomically and durably.
+
+    The archive is written to `<path>.partial`, flushed to disk (fsync) and renamed over `path`,
+    and the folder is then synced (where the system allows it) so that the rename itself
+    survives a crash: after a power loss `path` is the old file or the new one, whole. A
+    `.partial` left by an interrupted save is removed first (whatever it is: a truncated
+    archive, a link), never read and never written through; readers only open `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
-    with open(partial, "wb") as f:  # a file object: np.savez would append .npz to a name
+    partial.unlink(missing_ok=True)
+    with open(partial, "xb") as f:  # a file object: np.savez would append .npz to a name
         np.savez(f, **arrays)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(partial, path)
+    _sync_folder(path.parent)
     return path
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make a rename in `folder` durable; systems that cannot open or sync folders skip it."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
 
 
 def is_archive_with(path, member: str) -> bool:
@@ -48,24 +74,45 @@ def is_archive_with(path, member: str) -> bool:
 
 
 class Archive:
-    """An archive opened for reading; `error` is the exception type every problem raises."""
+    """An archive opened for reading; `error` is the exception type every problem raises.
+    With `max_bytes`, an archive whose members declare more than that many bytes in all
+    (uncompressed: a zip bomb's are huge) is refused before any member is read."""
 
-    def __init__(self, path, error: type[Exception], what: str = "archive"):
+    def __init__(self, path, error: type[Exception], what: str = "archive",
+                 max_bytes: int | None = None):
         self.path, self.error = Path(path), error
         if not self.path.is_file():
             raise error(f"{self.path}: no such file")
         try:
             self._zip = zipfile.ZipFile(self.path)
-            names = self._zip.namelist()
+            members = self._zip.infolist()
         except DAMAGE as damage:
             raise error(f"{self.path} is not a {what} (not a readable zip archive: "
                         f"{damage})") from None
-        strays = [n for n in names if not n.endswith(".npy")]
-        if strays:
+        try:
+            self._check_members(members, what, max_bytes)
+        except Exception:
             self._zip.close()
-            raise error(f"{self.path} is not a {what}: it holds {strays[0]!r}, which is not a "
-                        f".npy array")
-        self.names = {n[:-len(".npy")] for n in names}
+            raise
+        self.names = {m.filename[:-len(".npy")] for m in members}
+
+    def _check_members(self, members: list[zipfile.ZipInfo], what: str,
+                       max_bytes: int | None) -> None:
+        """Every member a `.npy` array, stored or deflated (the methods NumPy writes; deflate
+        is read in bounded steps, the others inflate a whole block at once), and within
+        `max_bytes` in all."""
+        strays = [m.filename for m in members if not m.filename.endswith(".npy")]
+        if strays:
+            raise self.error(f"{self.path} is not a {what}: it holds {strays[0]!r}, which is "
+                             f"not a .npy array")
+        packed = [m.filename for m in members if m.compress_type not in COMPRESSIONS]
+        if packed:
+            raise self.error(f"{self.path}: entry {packed[0]!r} is compressed by a method other "
+                             f"than deflate")
+        declared = sum(m.file_size for m in members)
+        if max_bytes is not None and declared > max_bytes:
+            raise self.error(f"{self.path}: its entries declare {declared} bytes uncompressed, "
+                             f"more than the {max_bytes} a {what} may hold")
 
     def __enter__(self) -> "Archive":
         return self
@@ -73,11 +120,16 @@ class Archive:
     def __exit__(self, *exc) -> None:
         self._zip.close()
 
+    def declared(self, name: str) -> tuple[tuple[int, ...], np.dtype]:
+        """The shape and dtype the member's header declares (nothing of its data is read)."""
+        with self._member(name) as f:
+            shape, _, dtype = self._read_header(f, name)
+        return shape, dtype
+
     def header(self, name: str) -> tuple[tuple[int, ...], np.dtype]:
         """The shape and dtype the member declares (nothing of its data is read); declaring
         more data than the member holds is damage."""
-        with self._member(name) as f:
-            shape, _, dtype = self._read_header(f, name)
+        shape, dtype = self.declared(name)
         stored = self._zip.getinfo(f"{name}.npy").file_size
         if math.prod(shape) * dtype.itemsize > stored:
             raise self.error(f"{self.path}: entry {name!r} declares {dtype} of shape {shape}, "
@@ -92,6 +144,22 @@ class Archive:
             raise self.error(f"{self.path}: {what} (entry {name!r}) is {dtype_declared} of shape "
                              f"{declared}, expected {np.dtype(dtype)} of shape {tuple(shape)}")
         return self._read(name)
+
+    def numeric(self, name: str) -> np.ndarray:
+        """The member's array, of whatever shape and plain dtype it declares."""
+        self.header(name)
+        return self._read(name)
+
+    def pickled(self, name: str) -> bytes:
+        """What follows an object array member's header: the pickle of its elements, for the
+        caller's own restricted unpickler (never unpickled here)."""
+        with self._member(name) as f:
+            self._read_header(f, name)
+            try:
+                return f.read()
+            except DAMAGE as damage:
+                raise self.error(f"{self.path}: entry {name!r} is damaged or truncated "
+                                 f"({damage})") from None
 
     def text(self, name: str, max_chars: int) -> np.ndarray:
         """A unicode array member (0-d or 1-d) of at most `max_chars` characters in all."""

@@ -9,7 +9,9 @@ a restore gives the same numbers as training that never stopped.
 
 `save(path, state, model)` / `load(path, model)` (`FFModel.save_checkpoint` /
 `load_checkpoint`) keep that state in a file: a NumPy `.npz` archive (a zip of `.npy` arrays,
-read with pickling off; see `archive.py`), written atomically to exactly `path`, holding
+read with pickling off; see `archive.py`), written atomically to exactly `path` (through
+`<path>.partial`, synced to disk before it is renamed over `path`; a `.partial` an interrupted
+save left behind is removed by the next save and never read), holding
 
 * `__checkpoint__`: a 0-d string array, JSON metadata:
   `{"format": "flexflow.checkpoint", "version": 1, "step": S, "updates": U, "epoch": E,
@@ -171,6 +173,14 @@ def _hyperparameters(optimizer) -> dict:
             if f.name != "ffmodel"}
 
 
+def _finite(value: int | float) -> bool:
+    """Whether a JSON number is finite as a float (an integer of 400 digits is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 class _Reader:
     """Reads and checks one checkpoint file against a model; every problem a CheckpointError."""
 
@@ -249,11 +259,14 @@ class _Reader:
             expected = bool if isinstance(ours[name], bool) else (int, float)
             if (not isinstance(value, expected) or (expected is not bool and
                                                    (isinstance(value, bool)
-                                                    or not math.isfinite(value)))):
-                self.fail(f"optimizer hyper-parameter {name!r} is {value!r}, expected a finite "
-                          f"{'bool' if expected is bool else 'number'}")
-        zero = np.zeros(1, np.float32)
-        slots = dataclasses.replace(optimizer, **theirs).rule().init_state(np, zero)
+                                                    or not _finite(value)))):
+                self.fail(f"optimizer hyper-parameter {name!r} is {str(value)[:40]!r}, expected "
+                          f"a finite {'bool' if expected is bool else 'number'}")
+        try:
+            restored = dataclasses.replace(optimizer, **theirs)
+        except ValueError as error:  # a value the optimizer refuses (a negative learning rate)
+            self.fail(f"optimizer hyper-parameters: {error}")
+        slots = restored.rule().init_state(np, np.zeros(1, np.float32))
         return theirs, set(slots)
 
     def entries(self, meta, slots: set[str] | None) -> dict:

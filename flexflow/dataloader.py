@@ -76,6 +76,18 @@ def check_full_array(ffmodel, tensor: Tensor, array) -> np.ndarray:
     return np.ascontiguousarray(array)
 
 
+def check_same_samples(loaders: list, what: str) -> None:
+    """A ShapeError unless the loaders of one fit or eval (the inputs', then the label's) hold
+    as many samples each: batches of loaders of different lengths would not pair up, and the
+    shorter ones would wrap round silently."""
+    counts = [loader.num_samples for loader in loaders]
+    if len(set(counts)) > 1:
+        inputs = ", ".join(f"x[{i}] has {n}" for i, n in enumerate(counts[:-1]))
+        raise ShapeError(f"{what}: the data loaders hold different numbers of samples ({inputs}, "
+                         f"y has {counts[-1]}); each input's loader must pair sample by sample "
+                         f"with the label's")
+
+
 class _PairedLoader:
     """FlexFlow's legacy loaders that feed an input and its label together."""
 
@@ -83,6 +95,7 @@ class _PairedLoader:
                  num_samples=0, *args):
         self._loaders = [SingleDataLoader(ffmodel, input, full_input, num_samples or None),
                          SingleDataLoader(ffmodel, label, full_label, num_samples or None)]
+        check_same_samples(self._loaders, type(self).__name__)
 
     @property
     def num_samples(self) -> int:

@@ -55,6 +55,13 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def _learning_rate(text: str) -> float:
+    value = _finite_float(text)
+    if value < 0:
+        raise ValueError("must be >= 0")
+    return value
+
+
 def _size_mb(text: str) -> int:
     """Realm sizes are megabytes, optionally with a unit suffix (`-ll:fsize 14g`)."""
     units = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
@@ -71,7 +78,7 @@ FLAGS = (
     F(("-e", "--epochs"), "epochs", _positive_int, 1, "epochs (scripts pass it to fit)"),
     F(("-b", "--batch-size"), "batch_size", _positive_int, 64,
       "global batch size, all devices together"),
-    F(("--lr", "--learning-rate"), "learning_rate", _finite_float, 0.01,
+    F(("--lr", "--learning-rate"), "learning_rate", _learning_rate, 0.01,
       "learning rate (FlexFlow's optimizers take their own)"),
     F(("--wd", "--weight-decay"), "weight_decay", _finite_float, 0.0001,
       "weight decay (FlexFlow's optimizers take their own)"),

@@ -17,7 +17,7 @@ import numpy as np
 from . import checkpoint, deployment, report
 from .compiled import CompiledRun, require_compiled
 from .config import FFConfig
-from .dataloader import SingleDataLoader, check_full_array
+from .dataloader import SingleDataLoader, check_full_array, check_same_samples
 from .initializers import ArrayInitializer, Initializer, default_initializer
 from .losses import CROSS_ENTROPY_LOSSES, SPARSE_LOSSES, loss_function
 from .metrics import PerfMetrics
@@ -730,4 +730,5 @@ def _loader_list(x, y, what: str) -> list:
     if y is None or any(loader is None for loader in inputs):
         raise ValueError(f"{what}(): pass x= (a data loader or a list of them) and y= (the "
                          f"label loader)")
+    check_same_samples(inputs + [y], f"{what}()")
     return inputs + [y]

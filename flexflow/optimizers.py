@@ -1,12 +1,27 @@
 """SGD and Adam with FlexFlow's constructors (reference 2.7). They hold the hyper-parameters a
 script sets and changes; `rule()` is the update kernel the devices run (ops/optimizers.py), made
-afresh for every iteration so that a new learning rate takes effect at the next update."""
+afresh for every iteration so that a new learning rate takes effect at the next update.
+
+A learning rate that is negative or not a finite number is refused (`ValueError`) where it is
+given, at construction or by `set_learning_rate`, before any update uses it."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .ops.optimizers import SGD, Adam
+
+
+def checked_learning_rate(value, who: str) -> float:
+    """`value` as a float; a ValueError naming `who` unless it is a finite number >= 0."""
+    try:
+        rate = math.nan if isinstance(value, (bool, str)) else float(value)
+    except (TypeError, ValueError, OverflowError):
+        rate = math.nan
+    if not (math.isfinite(rate) and rate >= 0):
+        raise ValueError(f"{who}: the learning rate must be a finite number >= 0, got {value!r}")
+    return rate
 
 
 @dataclass
@@ -17,8 +32,11 @@ class SGDOptimizer:
     nesterov: bool = False
     weight_decay: float = 0.0
 
+    def __post_init__(self):
+        checked_learning_rate(self.lr, "SGDOptimizer lr")
+
     def set_learning_rate(self, lr: float) -> None:
-        self.lr = float(lr)
+        self.lr = checked_learning_rate(lr, "SGDOptimizer.set_learning_rate")
 
     def rule(self) -> SGD:
         return SGD(lr=self.lr, momentum=self.momentum, nesterov=self.nesterov,
@@ -37,8 +55,11 @@ class AdamOptimizer:
     weight_decay: float = 0.0
     epsilon: float = 1e-8
 
+    def __post_init__(self):
+        checked_learning_rate(self.alpha, "AdamOptimizer alpha")
+
     def set_learning_rate(self, lr: float) -> None:
-        self.alpha = float(lr)
+        self.alpha = checked_learning_rate(lr, "AdamOptimizer.set_learning_rate")
 
     @property
     def lr(self) -> float:

@@ -13,8 +13,8 @@ FlexFlow's simulator.
 Sources: `calibration.calibrate` (the live cluster), `read` (FlexFlow's version-1 machine file or
 our JSON form), `preset` (named clusters for planning). A file that cannot be read, is malformed
 or describes an impossible machine (more than `MAX_DEVICES` devices, a missing link, a number
-that is not finite or has the wrong sign) raises `MachineError` naming the file and the line or
-entry, before any route is built.
+that is not finite or has the wrong sign, a time over `MAX_MS` or a rate under `MIN_RATE`)
+raises `MachineError` naming the file and the line or entry, before the simulator uses it.
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ from typing import Callable
 GB = 1e9 / 1e3  # bytes per ms in one GB/s
 FLEXFLOW_GB = 1024 * 1024  # FlexFlow's machine files: "GB/s" x 1024 x 1024 = bytes per ms
 MAX_DEVICES = 1024  # a machine model holds a route per ordered pair of devices
+# Bounds on what one number may say, far beyond any real machine, so that no sum or quotient of
+# them in the simulator overflows or divides by (nearly) zero.
+MAX_MS = 3.6e6  # a latency, overhead or kernel cost: an hour
+MIN_RATE = 1.0  # a bandwidth in bytes per ms, a FLOP rate in FLOPs per ms: a thousand a second
 
 
 class MachineError(ValueError):
@@ -168,28 +172,30 @@ class MachineModel:
 
     def check(self, source: str) -> None:
         """Refuse what the simulator cannot use: too many devices, undefined kinds, missing
-        links, and numbers that are not finite or not of the sign they must have."""
+        links, and numbers that are not finite, not of the sign they must have, or absurd
+        (a time over `MAX_MS`, a rate under `MIN_RATE`), naming the entry."""
         n = self.num_devices
         if not 1 <= n <= MAX_DEVICES:
             raise MachineError(f"{source}: {n} devices; a machine model has 1 to {MAX_DEVICES}")
         for kind in self.kinds.values():
-            if not (all(_positive(x) for x in (kind.memory, kind.peak_flops, kind.mem_bandwidth,
-                                               kind.efficiency))
-                    and _non_negative(kind.kernel_overhead)):
-                raise MachineError(f"{source}: device kind {kind.name!r} needs a positive memory, "
-                                   f"peak FLOP rate, memory bandwidth and efficiency, and a "
-                                   f"kernel overhead >= 0")
-        if not all(_non_negative(t) for t in vars(self.overheads).values()):
-            raise MachineError(f"{source}: overheads must be numbers >= 0, got {self.overheads}")
+            _check_kind(kind, source)
+        for name, ms in vars(self.overheads).items():
+            _check_time(ms, f"{source}: overhead {name!r}")
         if self.cores_per_node is not None and not (
                 _non_negative(self.cores_per_node) and 1 <= self.cores_per_node <= MAX_DEVICES):
             raise MachineError(f"{source}: cores_per_node must be a number from 1 to "
                                f"{MAX_DEVICES}, or null; got {self.cores_per_node!r}")
-        if not all(isinstance(c, dict) and all(_non_negative(ms) for ms in c.values())
-                   for c in self.costs.values()):
-            raise MachineError(f"{source}: kernel costs must be numbers of ms >= 0 per kind")
+        for kind, table in self.costs.items():
+            if not isinstance(table, dict):
+                raise MachineError(f"{source}: kernel costs must be numbers of ms >= 0 per kind")
+            for key, ms in table.items():
+                _check_time(ms, f"{source}: kernel cost {key!r} of kind {kind!r}")
         if not all(type(b) is int and b >= 0 for b in self.partial_bytes.values()):
             raise MachineError(f"{source}: partial sizes must be whole numbers of bytes >= 0")
+        self._check_links(source)
+
+    def _check_links(self, source: str) -> None:
+        n = self.num_devices
         unknown = sorted(set(self.device_kinds) - set(self.kinds))
         if unknown:
             raise MachineError(f"{source}: devices of undefined kinds {unknown}")
@@ -200,11 +206,37 @@ class MachineModel:
                                f"{' ...' if len(missing) > 4 else ''}")
         if len(self.host_routes) != n:
             raise MachineError(f"{source}: {len(self.host_routes)} host links for {n} devices")
-        for route in list(self.routes.values()) + list(self.host_routes):
-            if not all(_positive(h.bandwidth) and _non_negative(h.latency)
-                       and all(isinstance(r, str) for r in h.resources) for h in route):
-                raise MachineError(f"{source}: links need a positive bandwidth, a latency >= 0 "
-                                   f"and resources named by strings")
+        routes = [(f"link {s} -> {d}", r) for (s, d), r in self.routes.items()]
+        routes += [(f"host link to device {d}", r) for d, r in enumerate(self.host_routes)]
+        for what, route in routes:
+            for index, hop in enumerate(route):
+                where = f"{source}: {what}, hop {index}"
+                if not all(isinstance(r, str) for r in hop.resources):
+                    raise MachineError(f"{where}: resources must be named by strings")
+                _check_time(hop.latency, f"{where}: latency")
+                _check_rate(hop.bandwidth, f"{where}: bandwidth", "bytes")
+
+
+def _check_kind(kind: DeviceKind, source: str) -> None:
+    where = f"{source}: device kind {kind.name!r}"
+    if not (_positive(kind.memory) and _positive(kind.efficiency)):
+        raise MachineError(f"{where} needs a positive memory and efficiency, got "
+                           f"{kind.memory!r} and {kind.efficiency!r}")
+    _check_rate(kind.peak_flops * kind.efficiency if _positive(kind.peak_flops) else
+                kind.peak_flops, f"{where}: peak FLOP rate x efficiency", "FLOPs")
+    _check_rate(kind.mem_bandwidth, f"{where}: memory bandwidth", "bytes")
+    _check_time(kind.kernel_overhead, f"{where}: kernel overhead")
+
+
+def _check_time(ms, what: str) -> None:
+    if not (_non_negative(ms) and ms <= MAX_MS):
+        raise MachineError(f"{what} is {ms!r} ms; it must be a number from 0 to {MAX_MS:g}")
+
+
+def _check_rate(per_ms, what: str, unit: str) -> None:
+    if not (_non_negative(per_ms) and per_ms >= MIN_RATE):
+        raise MachineError(f"{what} is {per_ms!r} {unit} per ms; it must be a finite number of "
+                           f"at least {MIN_RATE:g}")
 
 
 def _positive(x) -> bool:
@@ -334,10 +366,25 @@ def parse_flexflow(text: str, source: str) -> dict[str, object]:
                 number = math.nan
             if not math.isfinite(number):
                 raise MachineError(f"{where}: {key} must be a number (finite), got {value!r}")
+            problem = _flexflow_number_problem(key, number)
+            if problem:
+                raise MachineError(f"{where}: {key} is {value}; it {problem}")
             values[key] = number
         else:
             raise MachineError(f"{where}: unknown key {key!r}")
     return values
+
+
+def _flexflow_number_problem(key: str, number: float) -> str | None:
+    """Why a time or rate of a FlexFlow machine file cannot be right (None: it can): the bounds
+    of `MachineModel.check`, in the file's units."""
+    if key.endswith(("_latency", "_overhead")) and not 0 <= number <= MAX_MS:
+        return f"must be from 0 to {MAX_MS:g} ms"
+    per_ms = {"gpu_peak_tflops": 1e9, "gpu_mem_bandwidth": GB}.get(
+        key, FLEXFLOW_GB if key.endswith("_bandwidth") else None)
+    if per_ms is not None and number * per_ms < MIN_RATE:
+        return f"must be at least {MIN_RATE / per_ms:g}"
+    return None
 
 
 def _flexflow_topology(v: dict, source: str) -> tuple[int, int, int]:

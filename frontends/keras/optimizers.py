@@ -6,11 +6,14 @@
 from __future__ import annotations
 
 from flexflow.core import AdamOptimizer, SGDOptimizer
+from flexflow.optimizers import checked_learning_rate
 
 
 class Optimizer:
+    """A negative or non-finite learning rate is refused (`ValueError`) where it is given."""
+
     def __init__(self, learning_rate: float, name: str, kwargs: dict):
-        self.lr = float(kwargs.pop("lr", learning_rate))
+        self.lr = checked_learning_rate(kwargs.pop("lr", learning_rate), type(self).__name__)
         if kwargs:
             raise TypeError(f"{type(self).__name__} got unsupported arguments {sorted(kwargs)}")
         self.name = name
@@ -21,7 +24,8 @@ class Optimizer:
         raise NotImplementedError
 
     def set_learning_rate(self, learning_rate: float) -> None:
-        self.lr = float(learning_rate)
+        self.lr = checked_learning_rate(learning_rate,
+                                        f"{type(self).__name__}.set_learning_rate")
         if self.ffhandle is not None:
             self.ffhandle.set_learning_rate(self.lr)
 

@@ -1,10 +1,11 @@
 """Walks an ONNX graph in topological order and builds the FFModel layers for it.
 
 Each value name maps to an FFModel `Tensor` or a `Const`. A node whose inputs are all constants
-is evaluated at import with ONNX's reference implementation (numpy), whatever its operator:
-that folds the Shape -> Gather -> Concat -> Reshape chains exporters emit, and weight
-preprocessing. Every other node goes to the handler registered for its operator, which builds
-layers through the public FFModel API. Weights are assigned with `Parameter.set_weights` as the
+is evaluated at import with ONNX's reference implementation (numpy), whatever its operator
+but control flow, within one byte budget per model (fold_limits.py): that folds the Shape ->
+Gather -> Concat -> Reshape chains exporters emit, and weight preprocessing. Every other node
+goes to the handler registered for its operator, which builds layers through the public FFModel
+API. Weights are assigned with `Parameter.set_weights` as the
 layers are built; compile() then creates the weights with those values.
 
 `check_graph` runs the same walk without building anything, to report an unsupported operator or
@@ -22,7 +23,7 @@ from flexflow.type import NUMPY_DTYPE
 
 from . import layout_ops, logic_ops, math_ops, nn_ops  # noqa: F401  (register the handlers)
 from .errors import ONNXImportError
-from .fold_limits import check_output_sizes
+from .fold_limits import FoldBudget, check_foldable
 from .loader import GraphInfo
 from .node import Node
 from .registry import check_node
@@ -54,7 +55,10 @@ def check_graph(info: GraphInfo, constant_inputs=()) -> None:
     constant = set(info.initializers) | set(constant_inputs)
     for node in nodes_of(info):
         present = [name for name in node.inputs if name]
-        if folds(node, [name in constant for name in present]) or node.op_type in SHAPE_OPS:
+        if folds(node, [name in constant for name in present]):
+            check_foldable(node)
+            constant.update(node.outputs)
+        elif node.op_type in SHAPE_OPS:
             constant.update(node.outputs)
         else:
             check_node(node)
@@ -67,6 +71,7 @@ class Converter:
         self.symbols: dict[str, Value] = {}
         self.zero_d: set[str] = set()  # 0-d values, held as 1-element tensors (`as_0d`)
         self._materialized: dict[tuple[str, DataType], Tensor] = {}
+        self.fold_budget = FoldBudget(info.initializers)  # all the constants folded, together
 
     # ---- the walk ---------------------------------------------------------------------------
     def run(self, feeds: dict[str, Value]) -> list[Value]:
@@ -103,7 +108,8 @@ class Converter:
 
     def _fold(self, node: Node, inputs: list) -> list[Const]:
         feeds = {name: x.value for name, x in zip(node.inputs, inputs) if x is not None}
-        check_output_sizes(node, feeds)
+        check_foldable(node)
+        self.fold_budget.check(node, feeds)
         # a one-node model, so the node's opset picks the operator version
         graph = helper.make_graph(
             [node.proto], "fold", [helper.make_empty_tensor_value_info(n) for n in feeds],
@@ -113,9 +119,11 @@ class Converter:
             results = ReferenceEvaluator(model).run(None, feeds)
         except Exception as error:
             raise node.error(f"could not evaluate it on its constant inputs: {error}") from None
+        arrays = [np.asarray(r) for r in results]
+        self.fold_budget.charge(node, arrays)
         trainable = any(x is not None and x.trainable for x in inputs)
-        arrays = iter(np.asarray(r) for r in results)
-        return [_const(next(arrays), trainable, name) if name else None
+        produced = iter(arrays)
+        return [_const(next(produced), trainable, name) if name else None
                 for name in node.outputs]
 
     # ---- helpers for handlers ---------------------------------------------------------------

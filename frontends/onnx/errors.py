@@ -2,6 +2,7 @@
 
 
 class ONNXImportError(ValueError):
-    """A malformed file or graph, an operator or attribute value FlexFlow does not support, a
-    constant too large to compute at import (fold_limits.py), or inputs that do not fit the
-    graph. The message names the file, node (name and op type), attribute or input concerned."""
+    """A malformed file or graph, an operator or attribute value FlexFlow does not support,
+    control flow on constants or a constant too large to compute at import (fold_limits.py), or
+    inputs that do not fit the graph. The message names the file, node (name and op type),
+    attribute or input concerned."""

@@ -4,6 +4,8 @@ into a new model (under any strategy) and going on must give its per-step losses
 
 import io
 import json
+import os
+import stat
 import zipfile
 
 import numpy as np
@@ -344,6 +346,10 @@ MALFORMED = {
                        "checkpoint format version 2"),
     "negative counter": (lambda d, dense: rewrite(d, lambda m, a: m.update(updates=-1)),
                          '"updates" must be a non-negative integer'),
+    "hyper-parameter of 400 digits": (lambda d, dense: rewrite(d, lambda m, a: m["optimizer"][
+        "hyperparameters"].update(alpha=10 ** 400)), "optimizer hyper-parameter 'alpha' is"),
+    "negative learning rate": (lambda d, dense: rewrite(d, lambda m, a: m["optimizer"][
+        "hyperparameters"].update(alpha=-0.01)), "learning rate must be a finite number >= 0"),
     "slots": (lambda d, dense: rewrite(d, lambda m, a: entry(m, dense).update(slots=["v"])),
               "has optimizer slots ['v'], the optimizer keeps ['m', 'v']"),
     "member not described": (lambda d, dense: rewrite(d, lambda m, a: a.update(
@@ -394,6 +400,46 @@ def test_missing_file_and_other_optimizer_are_refused(saved, tmp_path):
                                               "SGDOptimizer"):
         ff.load_checkpoint(tmp_path / "adam.ckpt")
     assert issubclass(CheckpointError, ValueError)
+
+
+def test_save_syncs_the_file_before_the_rename_and_the_folder_after(tmp_path, monkeypatch):
+    events = []
+    fsync, replace = os.fsync, os.replace
+
+    def recorded_fsync(descriptor):
+        events.append("fsync folder" if stat.S_ISDIR(os.fstat(descriptor).st_mode)
+                      else "fsync file")
+        fsync(descriptor)
+
+    def recorded_replace(source, target):
+        events.append("rename")
+        replace(source, target)
+    monkeypatch.setattr(os, "fsync", recorded_fsync)
+    monkeypatch.setattr(os, "replace", recorded_replace)
+    ff, _ = build("sgd")
+    ff.save_checkpoint(tmp_path / "run.ckpt")
+    assert events == ["fsync file", "rename", "fsync folder"]
+
+
+@pytest.mark.parametrize("stale", ["truncated archive", "link to another file"])
+def test_a_stale_partial_file_is_replaced_by_the_next_save(stale, tmp_path):
+    """What an interrupted save left at `<path>.partial` is neither read nor written through."""
+    path, partial = tmp_path / "run.ckpt", tmp_path / "run.ckpt.partial"
+    other = tmp_path / "other.txt"
+    other.write_text("not to be touched")
+    if stale == "truncated archive":
+        partial.write_bytes(b"PK\x03\x04 cut short")
+    else:
+        partial.symlink_to(other)
+    ff, x = build("sgd")
+    train(ff, x, 1)
+    ff.save_checkpoint(path)
+    assert not partial.exists() and not partial.is_symlink() and not path.is_symlink()
+    assert other.read_text() == "not to be touched"
+    again, _ = build("sgd")
+    again.load_checkpoint(path)
+    for w, saved_w in zip(all_weights(again), all_weights(ff)):
+        np.testing.assert_array_equal(w, saved_w)
 
 
 def mutate(sequence: list, rng, tokens) -> list:

@@ -4,8 +4,9 @@ shapes involved."""
 import numpy as np
 import pytest
 
-from flexflow.core import (ActiMode, DataType, FFConfig, FFModel, LossType, MetricsType,
-                           SGDOptimizer, ShapeError)
+from flexflow.core import (ActiMode, AdamOptimizer, DataType, FFConfig, FFModel, LossType,
+                           MetricsType, SGDOptimizer, ShapeError)
+from flexflow.keras import optimizers as keras_optimizers
 
 
 def model(batch=8):
@@ -112,3 +113,31 @@ def test_mapping_an_unfed_input_gives_zeros_to_fill_in():
     array[:] = 2
     label.inline_unmap(ff.ffconfig)
     np.testing.assert_array_equal(label.get_tensor(ff), np.full((8, 1), 2, np.int32))
+
+
+def test_fit_refuses_x_and_y_loaders_of_different_lengths_before_training():
+    ff, x = compiled_mlp()
+    before = ff.get_layer_by_id(0).get_weight_tensor().get_weights(ff)
+    x_loader = ff.create_data_loader(x, np.ones((32, 4), np.float32))
+    y_loader = ff.create_data_loader(ff.label_tensor, np.zeros((24, 1), np.int32))
+    with pytest.raises(ShapeError, match=r"fit\(\): .*x\[0\] has 32, y has 24"):
+        ff.fit(x=x_loader, y=y_loader, epochs=1)
+    np.testing.assert_array_equal(ff.get_layer_by_id(0).get_weight_tensor().get_weights(ff),
+                                  before)
+
+
+REFUSED_RATES = {
+    "SGD negative": lambda: SGDOptimizer(None, -0.01),
+    "Adam nan": lambda: AdamOptimizer(None, alpha=float("nan")),
+    "SGD set inf": lambda: SGDOptimizer(None).set_learning_rate(float("inf")),
+    "Adam set negative": lambda: AdamOptimizer(None).set_learning_rate(-1),
+    "Keras SGD negative": lambda: keras_optimizers.SGD(learning_rate=-1e-3),
+    "Keras Adam lr inf": lambda: keras_optimizers.Adam(lr=float("inf")),
+    "Keras set negative": lambda: keras_optimizers.SGD().set_learning_rate(-0.5),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED_RATES))
+def test_negative_or_non_finite_learning_rates_are_refused(case):
+    with pytest.raises(ValueError, match="learning rate must be a finite number >= 0"):
+        REFUSED_RATES[case]()

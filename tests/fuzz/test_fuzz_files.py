@@ -159,7 +159,7 @@ def test_mutated_files_give_success_or_the_documented_error(name, tmp_path):
 # ---- targeted cases -----------------------------------------------------------------------------
 @pytest.mark.parametrize("argv", [["-b", "abc"], ["--budget", "-5"], ["-ll:gpu", "0"],
                                   ["--alpha", "x"], ["--alpha", "nan"], ["--lr", "inf"],
-                                  ["-ll:fsize", "infg"], ["-ll:fsize", "-5g"], ["--seed", "-1"],
+                                  ["--lr", "-1"], ["-ll:fsize", "infg"], ["-ll:fsize", "-5g"], ["--seed", "-1"],
                                   ["-e", "1e3"], ["-b", "9" * 5000], ["--epochs"]],
                          ids=lambda argv: " ".join(argv)[:24])
 def test_malformed_flag_values_name_the_flag(argv):

@@ -9,6 +9,7 @@ import io
 import pickle
 import struct
 import tarfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -241,3 +242,53 @@ def test_reuters_npz_with_object_arrays(data_dir):
     (x_short, _), (x_short_test, _) = reuters.load_data(maxlen=6, start_char=None,
                                                         oov_char=None, index_from=0)
     assert all(len(s) < 6 for s in list(x_short) + list(x_short_test))
+
+
+# ---- malformed and oversized files -------------------------------------------------------------
+MALFORMED_PICKLES = {
+    "truncated": pickle.dumps({b"data": [1, 2, 3]}, protocol=2)[:-5],
+    "stand-in called wrongly": b"\x80\x02cnumpy\ndtype\n)R.",  # numpy.dtype() without spec
+    "nested past the stack": b"\x80\x02" + b"(" * 100_000 + b"]" + b"l" * 100_000 + b".",
+    "unhashable key": b"\x80\x02}(]K\x01u.",  # {[]: 1}
+    "not an opcode": b"\x80\x02\xff.",
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED_PICKLES))
+def test_malformed_pickles_raise_the_dataset_error_naming_the_file(case, tmp_path):
+    path = tmp_path / "data_batch_1"
+    path.write_bytes(MALFORMED_PICKLES[case])
+    with pytest.raises(files.DatasetError, match=f"^{path}: "):
+        load_batch(path)
+
+
+def test_a_tarball_batch_larger_than_a_batch_can_be_is_refused(data_dir, monkeypatch):
+    batches = cifar_batches(np.random.default_rng(3))
+    write_cifar_tarball(data_dir / "cifar-10-python.tar.gz", batches)
+    monkeypatch.setattr(cifar10, "MAX_BATCH_BYTES", 1000)  # the batches here hold 12 kB
+    with pytest.raises(files.DatasetError, match="data_batch_1 declares .* more than the 1000"):
+        cifar10.load_data(10)
+
+
+def test_archive_members_compressed_other_than_deflate_are_refused(data_dir):
+    with zipfile.ZipFile(data_dir / "mnist.npz", "w", zipfile.ZIP_BZIP2) as archive:
+        for key, array in mnist_arrays(np.random.default_rng(0)).items():
+            buffer = io.BytesIO()
+            np.save(buffer, array)
+            archive.writestr(f"{key}.npy", buffer.getvalue())
+    with pytest.raises(files.DatasetError, match="mnist.npz: entry .* other than deflate"):
+        mnist.load_data()
+
+
+def test_damaged_compressed_files_raise_the_dataset_error(data_dir):
+    batches = cifar_batches(np.random.default_rng(3))
+    write_cifar_tarball(data_dir / "cifar-10-python.tar.gz", batches)
+    tarball = (data_dir / "cifar-10-python.tar.gz").read_bytes()
+    (data_dir / "cifar-10-python.tar.gz").write_bytes(tarball[:len(tarball) // 2])
+    with pytest.raises(files.DatasetError, match="cifar-10-python.tar.gz: not a readable"):
+        cifar10.load_data(10)
+    arrays = mnist_arrays(np.random.default_rng(0))
+    for name, key in zip(mnist.IDX_FILES, mnist.NPZ_KEYS):
+        (data_dir / f"{name}.gz").write_bytes(gzip.compress(idx_bytes(arrays[key]))[:40])
+    with pytest.raises(files.DatasetError, match="idx.-ubyte.gz: unreadable"):
+        mnist.load_data()

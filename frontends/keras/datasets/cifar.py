@@ -6,26 +6,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import safe_pickle
+from . import files, safe_pickle
 
 
-def load_batch(fpath, label_key: str = "labels"):
+def load_batch(fpath, label_key: str = "labels", *, where: str = "CIFAR batch"):
     """(images uint8 (N, 3, 32, 32), labels list of N ints) from a batch file path, or from
-    the batch's bytes."""
+    the batch's bytes (`where` names them in errors). A batch that is not one raises
+    `files.DatasetError`."""
     if isinstance(fpath, (bytes, bytearray)):
-        data, where = bytes(fpath), "CIFAR batch"
+        data = bytes(fpath)
     else:
         with open(fpath, "rb") as f:
             data, where = f.read(), str(fpath)
-    batch = safe_pickle.load(data, encoding="bytes")
+    batch = safe_pickle.load(data, encoding="bytes", where=where)
     if not isinstance(batch, dict):
-        raise ValueError(f"{where}: not a CIFAR batch (expected a pickled dict)")
+        raise files.DatasetError(f"{where}: not a CIFAR batch (expected a pickled dict)")
     batch = {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in batch.items()}
     images, labels = batch.get("data"), batch.get(label_key)
     if (not isinstance(images, np.ndarray) or images.dtype != np.uint8 or images.ndim != 2
             or images.shape[1] != 3 * 32 * 32):
-        raise ValueError(f"{where}: 'data' must be a uint8 array of shape (N, 3072)")
+        raise files.DatasetError(f"{where}: 'data' must be a uint8 array of shape (N, 3072)")
     if (not isinstance(labels, list) or len(labels) != len(images)
             or not all(isinstance(v, int) for v in labels)):
-        raise ValueError(f"{where}: '{label_key}' must be a list of {len(images)} ints")
+        raise files.DatasetError(f"{where}: '{label_key}' must be a list of {len(images)} ints")
     return images.reshape(-1, 3, 32, 32), labels

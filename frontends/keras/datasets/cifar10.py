@@ -13,6 +13,8 @@ answers. Training samples come from data_batch_1, 2, ... in order, as many batch
 from __future__ import annotations
 
 import tarfile
+import zlib
+
 import numpy as np
 
 from . import files
@@ -23,6 +25,7 @@ ARCHIVE = "cifar-10-python.tar.gz"
 FOLDER = "cifar-10-batches-py"
 TRAIN_BATCHES = [f"data_batch_{i}" for i in range(1, 6)]
 TEST_BATCH = "test_batch"
+MAX_BATCH_BYTES = 1 << 28  # a batch of the archive is read whole; the published ones hold 31 MB
 
 
 def load_data(num_samples: int = 40000):
@@ -59,14 +62,26 @@ def _batch_reader():
         return from_folder
     archive = files.locate("cifar10", ARCHIVE, ORIGIN, alternatives=[FOLDER + "/"])
     wanted = {f"{FOLDER}/{name}" for name in TRAIN_BATCHES + [TEST_BATCH]}
+    try:
+        contents = _batches_of(archive, wanted)
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
+        raise files.DatasetError(f"{archive}: not a readable tarball ({error})") from None
+
+    def from_archive(name):
+        if name not in contents:
+            raise files.DatasetError(f"{archive}: no file {FOLDER}/{name} in the archive")
+        return load_batch(contents[name], where=f"{archive}:{FOLDER}/{name}")
+    return from_archive
+
+
+def _batches_of(archive, wanted: set[str]) -> dict[str, bytes]:
+    """The bytes of the `wanted` members of the tarball, by file name."""
     contents = {}
     with tarfile.open(archive, "r:*") as tar:
         for member in tar:
             if member.name in wanted and member.isfile():
+                if member.size > MAX_BATCH_BYTES:
+                    raise files.DatasetError(f"{archive}: {member.name} declares {member.size} "
+                                             f"bytes, more than the {MAX_BATCH_BYTES} of a batch")
                 contents[member.name.split("/")[-1]] = tar.extractfile(member).read()
-
-    def from_archive(name):
-        if name not in contents:
-            raise ValueError(f"{archive}: no file {FOLDER}/{name} in the archive")
-        return load_batch(contents[name])
-    return from_archive
+    return contents

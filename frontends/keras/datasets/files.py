@@ -66,6 +66,12 @@ def find_dir(name: str) -> Path | None:
     return None
 
 
+class DatasetError(ValueError):
+    """A data set file that is malformed, too large for its bounds or hostile (pickled code, a
+    zip bomb); the message names the file. The readers raise nothing else for a file's
+    content."""
+
+
 class DatasetNotFound(FileNotFoundError):
     def __init__(self, dataset: str, names: list[str], reason: str = ""):
         folders = ", ".join(str(d) for d in search_dirs())

@@ -9,11 +9,13 @@ is downloaded when neither form is there and the network answers.
 from __future__ import annotations
 
 import gzip
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 from . import files
+from .npz_objects import load_npz
 
 ORIGIN = "https://s3.amazonaws.com/img-datasets/mnist.npz"
 IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
@@ -35,24 +37,27 @@ def load_data(path: str = "mnist.npz"):
 
 
 def _from_npz(path: Path):
-    with np.load(path, allow_pickle=False) as data:
-        missing = [k for k in NPZ_KEYS if k not in data.files]
-        if missing:
-            raise ValueError(f"{path}: not an MNIST archive (no {missing})")
-        return (data["x_train"], data["y_train"]), (data["x_test"], data["y_test"])
+    data = load_npz(path)
+    missing = [k for k in NPZ_KEYS if k not in data]
+    if missing:
+        raise files.DatasetError(f"{path}: not an MNIST archive (no {missing})")
+    return (data["x_train"], data["y_train"]), (data["x_test"], data["y_test"])
 
 
 def read_idx(path: Path) -> np.ndarray:
     """An IDX file (big-endian header: 0, 0, type 0x08 = ubyte, ndim; then the dims)."""
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        data = f.read()
+    try:
+        with opener(path, "rb") as f:
+            data = f.read()
+    except (OSError, EOFError, zlib.error) as error:  # a damaged or truncated .gz
+        raise files.DatasetError(f"{path}: unreadable ({error})") from None
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
-        raise ValueError(f"{path}: not an unsigned-byte IDX file")
+        raise files.DatasetError(f"{path}: not an unsigned-byte IDX file")
     ndim = data[3]
     dims = tuple(int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
     body = np.frombuffer(data, np.uint8, offset=4 + 4 * ndim)
     if body.size != int(np.prod(dims)):
-        raise ValueError(f"{path}: header says {dims} ({int(np.prod(dims))} bytes), file has "
-                         f"{body.size}")
+        raise files.DatasetError(f"{path}: header says {dims} ({int(np.prod(dims))} bytes), "
+                                 f"file has {body.size}")
     return body.reshape(dims)

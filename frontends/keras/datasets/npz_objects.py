@@ -1,44 +1,38 @@
-"""Reading `.npz` archives whose arrays may hold Python objects (Reuters' lists of word ids)
-without `allow_pickle=True`.
+"""Reading data set `.npz` archives (MNIST's, Reuters') within size bounds and without
+`allow_pickle=True`, with `flexflow.archive` (the checkpoint reader's).
 
-An object array's `.npy` member is a header followed by a pickle of the array. Numeric members
-are read by numpy with `allow_pickle=False`; object members go through the restricted unpickler
-of `safe_pickle`, which only builds plain data and arrays.
+The archive is refused before any member is read when its members declare more than
+`MAX_ARCHIVE_BYTES` uncompressed (a zip bomb), and a numeric member whose header declares more
+data than it holds is refused before its array is allocated. An object array's `.npy` member
+(Reuters' lists of word ids) is a header followed by a pickle of the array, which goes through
+the restricted unpickler of `safe_pickle`, which only builds plain data and arrays. Every
+problem is a `files.DatasetError` naming the file and the member.
 """
 
 from __future__ import annotations
 
-import io
-import zipfile
-
 import numpy as np
-from numpy.lib import format as npy_format
+
+from flexflow.archive import Archive
 
 from . import safe_pickle
+from .files import DatasetError
+
+MAX_ARCHIVE_BYTES = 1 << 28  # MNIST's arrays hold 55 MB, Reuters' a few
 
 
 def load_npz(path) -> dict[str, np.ndarray]:
-    arrays = {}
-    with zipfile.ZipFile(path) as archive:
-        for member in archive.namelist():
-            if not member.endswith(".npy"):
-                continue
-            arrays[member[:-len(".npy")]] = _read_npy(archive.read(member), f"{path}:{member}")
-    return arrays
+    """Every array of the archive at `path`, by name."""
+    with Archive(path, DatasetError, "data set archive", MAX_ARCHIVE_BYTES) as archive:
+        return {name: _array(archive, name) for name in sorted(archive.names)}
 
 
-def _read_npy(data: bytes, where: str) -> np.ndarray:
-    stream = io.BytesIO(data)
-    try:
-        version = npy_format.read_magic(stream)
-        read_header = (npy_format.read_array_header_1_0 if version == (1, 0)
-                       else npy_format.read_array_header_2_0)
-        shape, fortran, dtype = read_header(stream)
-    except ValueError as error:
-        raise ValueError(f"{where}: not a .npy array ({error})") from None
+def _array(archive: Archive, name: str) -> np.ndarray:
+    shape, dtype = archive.declared(name)
     if not dtype.hasobject:
-        return npy_format.read_array(io.BytesIO(data), allow_pickle=False)
-    array = safe_pickle.load(data[stream.tell():], encoding="latin1")
+        return archive.numeric(name)
+    where = f"{archive.path}:{name}.npy"
+    array = safe_pickle.load(archive.pickled(name), encoding="latin1", where=where)
     if not isinstance(array, np.ndarray) or array.shape != shape:
-        raise ValueError(f"{where}: the pickled array does not match its header shape {shape}")
+        raise DatasetError(f"{where}: the pickled array does not match its header shape {shape}")
     return array

@@ -30,7 +30,7 @@ def load_data(path="reuters.npz", num_words=None, skip_top=0, maxlen=None, test_
         raise TypeError(f"reuters.load_data got unexpected arguments {sorted(kwargs)}")
     arrays = load_npz(files.locate("reuters", path, ORIGIN if path == "reuters.npz" else None))
     if "x" not in arrays or "y" not in arrays or len(arrays["x"]) != len(arrays["y"]):
-        raise ValueError(f"{path}: expected arrays 'x' and 'y' of equal length")
+        raise files.DatasetError(f"{path}: expected arrays 'x' and 'y' of equal length")
     xs, labels = arrays["x"], np.asarray(arrays["y"], np.int64)
     order = np.arange(len(xs))
     np.random.RandomState(seed).shuffle(order)
@@ -56,7 +56,7 @@ def load_data(path="reuters.npz", num_words=None, skip_top=0, maxlen=None, test_
 def _word_ids(sequence, path) -> list[int]:
     ids = list(sequence)
     if not all(isinstance(w, (int, np.integer)) for w in ids):
-        raise ValueError(f"{path}: 'x' must hold sequences of integer word ids")
+        raise files.DatasetError(f"{path}: 'x' must hold sequences of integer word ids")
     return [int(w) for w in ids]
 
 
