@@ -435,10 +435,10 @@ class Builder:
         `dim` (0 unless given); FlexFlow's reading where PyTorch's cannot be unpacked."""
         x = self._tensor(node, args[0])
         sizes, dim = params[0], (params[1] if len(params) > 1 else 0)
-        legacy = flexflow_split(node, self.nodes, x, sizes, self.source) if len(params) == 1 \
-            else None
-        if legacy is not None:
-            return self.ff.split(input=x, sizes=legacy[0], axis=legacy[1], name=node.name)
+        if len(params) == 1:  # as FlexFlow's exporter writes it
+            legacy = flexflow_split(node, self.nodes, x, sizes, self.source)
+            if legacy is not None:
+                return self.ff.split(input=x, sizes=legacy[0], axis=legacy[1], name=node.name)
         dim = _normalize(dim, x.num_dims, node)
         length = x.dims[dim]
         if isinstance(sizes, int):

@@ -7,9 +7,11 @@ the node has uses", built its layers, and trained them with its own initializers
 
 * `flexflow_split`: a `SPLIT; n` node whose uses unpack it (GETITEM 0, 1, ..., k-1, k >= 2) into
   fewer or more pieces than PyTorch's reading gives is read FlexFlow's way, with a warning;
-* `torch weights`: when a traced module's weights do not fit the layers built (because of such
-  a reading, or a model like that one whose layers disagree with their inputs), none is applied
-  and the model trains with FlexFlow's initializers, with one warning naming the node;
+* `warn_torch_weights_unused`: when a traced module's weights do not fit the layers built in
+  the dims the layers' inputs decide (because of such a reading, or because, as in that model,
+  a layer disagrees with its input), none is applied and the model trains with FlexFlow's
+  initializers, with one warning naming the node (`Builder._load_torch_weights`; weights that
+  contradict what their node declares, another model's, are refused).
 
 A model that loses the batch that way (PyTorch's reading at a batch it unpacks: an output of
 batch 1) is built, so that it can be run forward as PyTorch runs it; compiling it for training
@@ -36,8 +38,10 @@ def unpacked_into(node: IRNode, nodes: dict[str, IRNode]) -> int | None:
     uses = [nodes.get(name) for name in node.outputs]
     if len(uses) < 2 or any(u is None or u.op_type != OpType.GETITEM for u in uses):
         return None
-    indices = sorted(u.params[0] if len(u.params) == 1 else None for u in uses)
-    return len(uses) if indices == list(range(len(uses))) else None
+    indices = [u.params[0] if len(u.params) == 1 else None for u in uses]
+    if not all(type(i) is int for i in indices):
+        return None
+    return len(uses) if sorted(indices) == list(range(len(uses))) else None
 
 
 def flexflow_split(node: IRNode, nodes: dict[str, IRNode], x: Tensor, size,
