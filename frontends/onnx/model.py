@@ -103,7 +103,7 @@ class ONNXModel:
             raise ONNXImportError(
                 f"{source}: input_dict must map exactly the graph inputs "
                 f"{[n for n in self.inputs if n not in graph.parameter_inputs]}"
-                + (f" (and may map its parameters {sorted(graph.parameter_inputs)})"
+                + (f" (and may map its {len(graph.parameter_inputs)} parameter inputs)"
                    if graph.parameter_inputs else "") + "; "
                 + (f"missing {missing}" if missing else "")
                 + ("; " if missing and unknown else "")

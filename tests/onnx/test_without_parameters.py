@@ -113,7 +113,7 @@ def test_legacy_weights_may_still_be_given():
     out = onnx_model.apply(ffmodel, {"x": ffmodel.create_tensor([2, 4]), "w": weight})
     assert out.dims == (2, 3)
     with pytest.raises(ONNXImportError, match=r"input_dict must map exactly the graph inputs "
-                                              r"\['x'\] \(and may map its parameters \['w'\]\); "
+                                              r"\['x'\] \(and may map its 1 parameter inputs\); "
                                               r"missing \['x'\]"):
         onnx_model.apply(FFModel(FFConfig(argv=["-b", "2"])), {"w": weight})
 
