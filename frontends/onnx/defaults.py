@@ -13,6 +13,7 @@ shape cannot be known the error names the node and the operand.
 
 from __future__ import annotations
 
+import math
 import zlib
 
 import numpy as np
@@ -20,6 +21,7 @@ import numpy as np
 from flexflow.initializers import GlorotUniformInitializer
 from flexflow.ops.spec import WeightSpec
 
+from .fold_limits import MAX_FOLDED_ELEMENTS
 from .node import Node
 from .unvalued import Unvalued
 from .values import Const, shape
@@ -33,14 +35,23 @@ def resolve(cv, node: Node, inputs: list) -> list:
 
 
 # ---- values -------------------------------------------------------------------------------------
-def _glorot(name: str, dims, fan_in: int, fan_out: int) -> Const:
-    spec = WeightSpec(name=name, shape=tuple(int(d) for d in dims), initializer="glorot_uniform",
-                      fan_in=fan_in, fan_out=fan_out)
+def _checked(node: Node, name: str, dims) -> tuple[int, ...]:
+    """`dims` of a default weight, refused when a file's declared dims make it absurd."""
+    dims = tuple(int(d) for d in dims)
+    if any(d <= 0 for d in dims) or math.prod(dims) > MAX_FOLDED_ELEMENTS:
+        raise node.error(f"the default value of '{name}' would have shape {dims}: a dim below 1 "
+                         f"or more than {MAX_FOLDED_ELEMENTS} elements")
+    return dims
+
+
+def _glorot(node: Node, name: str, dims, fan_in: int, fan_out: int) -> Const:
+    spec = WeightSpec(name=name, shape=_checked(node, name, dims), initializer="glorot_uniform",
+                      fan_in=max(fan_in, 1), fan_out=max(fan_out, 1))
     return Const(GlorotUniformInitializer(zlib.crc32(name.encode()))(spec), True, name)
 
 
-def _filled(name: str, dims, value: float) -> Const:
-    return Const(np.full(tuple(int(d) for d in dims), value, np.float32), True, name)
+def _filled(node: Node, name: str, dims, value: float) -> Const:
+    return Const(np.full(_checked(node, name, dims), value, np.float32), True, name)
 
 
 def _fill(inputs: list, index: int, make) -> None:
@@ -78,9 +89,9 @@ def _conv(cv, node, inputs):
         raise node.error(f"'{inputs[1].name}' has no value and the node no kernel_shape: the "
                          f"kernel's size cannot be known")
     area = int(np.prod(kernel))
-    _fill(inputs, 1, lambda name: _glorot(name, (out, channels // groups, *kernel),
+    _fill(inputs, 1, lambda name: _glorot(node, name, (out, channels // groups, *kernel),
                                           channels // groups * area, out * area))
-    _fill(inputs, 2, lambda name: _filled(name, (out,), 0.0))
+    _fill(inputs, 2, lambda name: _filled(node, name, (out,), 0.0))
     return inputs
 
 
@@ -90,30 +101,30 @@ def _gemm(cv, node, inputs):
     trans_b = bool(node.attr("transB", 0))
     out = _width(cv, node, inputs, ((1, 0 if trans_b else 1), (2, -1), (None, -1)))
     dims = (out, features) if trans_b else (features, out)
-    _fill(inputs, 1, lambda name: _glorot(name, dims, features, out))
-    _fill(inputs, 2, lambda name: _filled(name, (out,), 0.0))
+    _fill(inputs, 1, lambda name: _glorot(node, name, dims, features, out))
+    _fill(inputs, 2, lambda name: _filled(node, name, (out,), 0.0))
     return inputs
 
 
 def _matmul(cv, node, inputs):
     features = shape(inputs[0])[-1]
     out = _width(cv, node, inputs, ((1, -1), (None, -1)))
-    _fill(inputs, 1, lambda name: _glorot(name, (features, out), features, out))
+    _fill(inputs, 1, lambda name: _glorot(node, name, (features, out), features, out))
     return inputs
 
 
 def _batch_norm(cv, node, inputs):
     channels = (shape(inputs[0])[1],)
     for index, value in ((1, 1.0), (2, 0.0), (3, 0.0), (4, 1.0)):
-        _fill(inputs, index, lambda name, value=value: _filled(name, channels, value))
+        _fill(inputs, index, lambda name, value=value: _filled(node, name, channels, value))
     return inputs
 
 
 def _layer_norm(cv, node, inputs):
     dims = shape(inputs[0])
     normalised = dims[int(node.attr("axis", -1)) % len(dims):]
-    _fill(inputs, 1, lambda name: _filled(name, normalised, 1.0))
-    _fill(inputs, 2, lambda name: _filled(name, normalised, 0.0))
+    _fill(inputs, 1, lambda name: _filled(node, name, normalised, 1.0))
+    _fill(inputs, 2, lambda name: _filled(node, name, normalised, 0.0))
     return inputs
 
 

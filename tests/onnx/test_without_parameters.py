@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn as nn
-from onnx import helper
+from onnx import TensorProto, helper
 from torch.onnx import TrainingMode
 
 from flexflow.core import DataType, FFConfig, FFModel, LossType, SGDOptimizer
@@ -133,3 +133,14 @@ def test_a_value_nothing_provides_outside_a_weight_slot_is_still_an_error():
     with pytest.raises(ONNXImportError, match=r"'plus' \(Add\) reads 'w', which no graph input, "
                                               r"initializer or node output provides"):
         ONNXModel(model(nodes, {"x": np.zeros((2, 4), np.float32)}, ["y"]))
+
+
+def test_a_default_weight_the_declared_dims_make_absurd_is_refused():
+    nodes = [helper.make_node("Gemm", ["x", "w"], ["y"], name="fc", transB=1)]
+    proto = model(nodes, {"x": np.zeros((2, 4), np.float32)}, ["y"])
+    proto.graph.value_info.append(helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                [2, 1 << 40]))
+    ffmodel = FFModel(FFConfig(argv=["-b", "2"]))
+    with pytest.raises(ONNXImportError, match=r"node 'fc' \(Gemm\): the default value of 'w' "
+                                              r"would have shape \(1099511627776, 4\)"):
+        ONNXModel(proto).apply(ffmodel, {"x": ffmodel.create_tensor([2, 4])})
