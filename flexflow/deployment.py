@@ -149,6 +149,26 @@ def check_inputs(graph, batch: int) -> None:
                              f"(set with -b), got {dims[0]}")
 
 
+def check_output_batch(graph, batch: int) -> None:
+    """Training compares the output with one label row per output row, and the labels come in
+    batches of the inputs' batch size: an output whose dim 0 is not a multiple of it (a layer
+    lost the batch) would be trained against the labels of other samples. Refused, naming the
+    first layer whose output has such a dim 0. (A multiple keeps every sample: a sequence
+    folded into the batch.)"""
+    output = graph.tensors[graph.layers[-1].outputs[0]].spec
+    if not output.shape or output.shape[0] % batch == 0:
+        return
+    layer = next(layer for layer in graph.layers
+                 if any(graph.tensors[t].spec.shape[:1] and graph.tensors[t].spec.shape[0] % batch
+                        for t in layer.outputs))
+    lost = next(graph.tensors[t].spec.shape[0] for t in layer.outputs
+                if graph.tensors[t].spec.shape[0] % batch)
+    raise ShapeError(f"layer '{layer.user_name or layer.name}' turns the batch of {batch} (-b) "
+                     f"into {lost}, and the model's output "
+                     f"{output.shape} is trained against labels of that batch: each step would "
+                     f"compare it with the labels of other samples")
+
+
 def _search(config: FFConfig, planner: Planner, imported, trace) -> dict:
     """The planner's search, with a progress bar (and the trace for --search-plot)."""
     with Progress("MCMC search", config.search_budget + 1) as progress:

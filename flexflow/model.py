@@ -380,6 +380,8 @@ class FFModel:
             if not isinstance(metric, MetricsType):
                 raise ValueError(f"compile(): metrics must be MetricsType members, got {metric!r}")
         deployment.check_inputs(self.graph, self._ffconfig.batch_size)
+        if self._comp_mode == CompMode.TRAINING:
+            deployment.check_output_batch(self.graph, self._ffconfig.batch_size)
         objective, loss = self._objective_and_loss(loss_type, metrics)
         self._perf = PerfMetrics(metrics)
         deployment.check_diagnostics(self._ffconfig)

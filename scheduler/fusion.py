@@ -20,12 +20,21 @@ with the same `place_of` and linking the groups with the same `link`.
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import reduce
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from .taskgraph import Task, TaskKey
 
 Place = tuple[int, int]  # (device, epoch): the group a task falls in
+LOAD = "load"  # the kind of the tasks that load an input tensor, which belong to no layer
+
+
+def naming_key(first: TaskKey, key: TaskKey) -> TaskKey:
+    """The key a group is named after, given the one chosen so far and its next task's: its
+    first task of a model layer (a group that starts by loading its batch is named after the
+    layer that reads it), or its first load when it only loads."""
+    return key if first.kind == LOAD and key.kind != LOAD else first
 
 
 @dataclass(frozen=True)
@@ -64,7 +73,7 @@ def place_of(device: int, deps: Iterable[TaskKey], places: Mapping[TaskKey, Plac
 
 def link(groups: Mapping[Place, tuple[TaskKey, Sequence[tuple[int, Sequence[Place]]]]]
          ) -> tuple[list[Place], list[Link]]:
-    """The groups' order and links. `groups`: for each place, its first task's key and the
+    """The groups' order and links. `groups`: for each place, its naming task's key and the
     places on other devices its tasks read from, in task order (repeats allowed), as chunks
     (epoch shift, places relative to it): the delta simulation's segments place their tasks
     relative to their inputs' lowest epoch."""
@@ -93,7 +102,7 @@ def link(groups: Mapping[Place, tuple[TaskKey, Sequence[tuple[int, Sequence[Plac
         if device in previous:
             after.append(previous[device])
         previous[device] = index[g]
-        # named by its first task's layer and kind, its device and its epoch
+        # named by its naming task's layer and kind, its device and its epoch
         name = f"{first.layer}-{first.kind}-d{device}e{g[1]}"
         links.append((name, tuple(receive_from), tuple(after)))
     return ordered, links
@@ -110,7 +119,8 @@ def fuse(tasks: Sequence[Task]) -> list[Group]:
         where = place[task.key] = (task.device, epoch)
         members[where].append(task)
         reads[where] += sources
-    ordered, links = link({g: (members[g][0].key, ((0, reads[g]),)) for g in members})
+    ordered, links = link({g: (reduce(naming_key, (t.key for t in members[g])),
+                               ((0, reads[g]),)) for g in members})
     names = [name for name, _, _ in links]
     return [Group(name, g[0], tuple(members[g]), tuple(names[i] for i in receive_from),
                   tuple(names[i] for i in after))

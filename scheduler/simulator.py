@@ -51,7 +51,7 @@ from typing import NamedTuple
 from ..ops.graph import Graph
 from . import actions as A
 from .costs import KernelCalls, TaskCoster
-from .fusion import fuse, link, place_of
+from .fusion import fuse, link, naming_key, place_of
 from .machine import MachineModel, Route
 from .shards import shards
 from .strategy import Strategy, StrategyError
@@ -440,9 +440,9 @@ class _SegmentInfo:
 
 @dataclass(slots=True)
 class _GroupPart:
-    """A segment's tasks in one group, or (assembled over segments) a whole group: its first
-    task's key, its tasks' costs, the bytes it sends, the places it reads from, and its fed
-    tensors. A segment's share holds its reads relative to its base (a dict: an ordered set); a
+    """A segment's tasks in one group, or (assembled over segments) a whole group: the key it
+    is named after (`fusion.naming_key`), its tasks' costs, the bytes it sends, the places it
+    reads from, and its fed tensors. A segment's share holds its reads relative to its base (a dict: an ordered set); a
     whole group, each segment's reads with that segment's base (a list of (base, reads))."""
 
     first: TaskKey
@@ -588,6 +588,8 @@ class Simulator:
                 group = groups.get(g)
                 if group is None:
                     group = groups[g] = _GroupPart(part.first, [overhead], {}, [], {}, [])
+                else:
+                    group.first = naming_key(group.first, part.first)
                 shift = len(group.costs)
                 group.costs += part.costs
                 for device, nbytes in part.sent.items():
@@ -650,6 +652,8 @@ class Simulator:
             group = groups.get(place)
             if group is None:
                 group = groups[place] = _GroupPart(row.key, [], {}, {}, {}, [])
+            else:
+                group.first = naming_key(group.first, row.key)
             group.costs.append(row.ms)
             if row.early:
                 group.early.append((len(group.costs) - 1, row.to[0], row.sent))

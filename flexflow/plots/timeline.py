@@ -1,12 +1,15 @@
 """Simulated timelines: one Gantt chart per strategy, stacked on one time axis, with a row per
-device (each fused group it runs, framed, with its tasks coloured by what they do) and a row
+device (each fused group it runs, framed and labelled with the layer it is named after, with its
+tasks coloured by what they do) and a row
 per link resource (the transfers booked on it, which the simulation records when asked to)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 from typing import Sequence
 
+from ..scheduler.fusion import naming_key
 from . import new_figure, save
 
 # Colour of a task by what its action does; the rest of a fused group's time is the executor's
@@ -25,7 +28,8 @@ class Bar:
     start: float  # ms
     end: float
     phase: str
-    outline: bool = False  # the frame of a fused group, drawn around its tasks
+    outline: bool = False  # the frame of a fused group, drawn around its tasks ...
+    label: str = ""        # ... and labelled with the layer the group is named after
 
 
 def bars(simulation) -> list[Bar]:
@@ -35,7 +39,7 @@ def bars(simulation) -> list[Bar]:
     out = []
     for plan, start, end in zip(simulation.plans, simulation.starts, simulation.ends):
         row = f"device {plan.device}"
-        out.append(Bar(row, start, end, "overhead", outline=True))
+        out.append(Bar(row, start, end, "overhead", outline=True, label=_layer_of(plan)))
         clock = end - sum(plan.task_ms)
         for task, ms in zip(plan.tasks, plan.task_ms):
             phase = ACTION_PHASES.get(type(task.action).__name__, "send")
@@ -44,6 +48,13 @@ def bars(simulation) -> list[Bar]:
     for resource, start, end in simulation.transfers:
         out.append(Bar(f"link {resource}", start, end, "transfer"))
     return out
+
+
+def _layer_of(plan) -> str:
+    """The layer a group is named after (its first task of a model layer: fusion.naming_key)."""
+    if not plan.tasks:
+        return ""
+    return reduce(naming_key, (task.key for task in plan.tasks)).layer
 
 
 def _row_order(row: str) -> tuple:
@@ -74,6 +85,9 @@ def figure_of(panels: Sequence[tuple[str, object]]):
             ax.broken_barh([(bar.start, max(bar.end - bar.start, 1e-9))],
                            (index[bar.row] - 0.4, 0.8), facecolors=colour, edgecolors=edge,
                            linewidth=0.6)
+            if bar.label:
+                ax.text(bar.start, index[bar.row] - 0.22, f" {bar.label}", fontsize=5,
+                        ha="left", va="center", clip_on=True)
         ax.set_yticks(range(len(rows)), rows, fontsize=8)
         ax.set_ylim(len(rows) - 0.5, -0.5)
         ax.set_title(f"{title}: {simulation.time:.2f} ms per iteration (simulated)", fontsize=9)

@@ -5,8 +5,9 @@ is evaluated at import with ONNX's reference implementation (numpy), whatever it
 but control flow, within one byte budget per model (fold_limits.py): that folds the Shape ->
 Gather -> Concat -> Reshape chains exporters emit, and weight preprocessing. Every other node
 goes to the handler registered for its operator, which builds layers through the public FFModel
-API. Weights are assigned with `Parameter.set_weights` as the
-layers are built; compile() then creates the weights with those values.
+API; operands without values (a file exported without parameters) get FlexFlow's defaults first
+(defaults.py). Weights are assigned with `Parameter.set_weights` as the layers are built;
+compile() then creates the weights with those values.
 
 `check_graph` runs the same walk without building anything, to report an unsupported operator or
 attribute before any layer exists.
@@ -22,11 +23,13 @@ from flexflow.core import DataType, ShapeError, Tensor
 from flexflow.type import NUMPY_DTYPE
 
 from . import layout_ops, logic_ops, math_ops, nn_ops  # noqa: F401  (register the handlers)
+from .defaults import resolve
 from .errors import ONNXImportError
 from .fold_limits import FoldBudget, check_foldable
 from .loader import GraphInfo
 from .node import Node
 from .registry import check_node
+from .unvalued import Unvalued
 from .values import Const, Value
 
 # Operators never evaluated at import even on constant inputs: their result is random.
@@ -77,6 +80,8 @@ class Converter:
     def run(self, feeds: dict[str, Value]) -> list[Value]:
         for name, array in self.info.initializers.items():
             self.symbols[name] = Const(array, array.dtype.kind == "f", name)
+        for name in self.info.unvalued:
+            self.symbols[name] = Unvalued(name, self.info.declared.get(name))
         self.symbols.update(feeds)
         for node in nodes_of(self.info):
             inputs = [self.symbols[name] if name else None for name in node.inputs]
@@ -91,7 +96,7 @@ class Converter:
             else:
                 rule = check_node(node)
                 try:
-                    outputs = rule.handler(self, node, inputs)
+                    outputs = rule.handler(self, node, resolve(self, node, inputs))
                 except ShapeError as error:
                     raise node.error(str(error)) from None
                 except ONNXImportError:  # already names the node and the problem

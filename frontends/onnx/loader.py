@@ -4,15 +4,16 @@
 (graph inputs that are not initializers), its initializers as numpy arrays, its outputs and its
 nodes in a topological order. Every structural defect is an `ONNXImportError` naming the file and
 the node or value concerned: a file that is missing, truncated or not ONNX, an initializer whose
-data does not match its shape, a value read but never produced (a missing initializer, say), a
-value produced twice, and a cycle.
+data does not match its shape, a value read but never produced (a missing initializer, say,
+except a weight of a file exported without parameters: unvalued.py), a value produced twice, and
+a cycle.
 """
 
 from __future__ import annotations
 
 import heapq
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Union
 
 import numpy as np
@@ -20,6 +21,7 @@ import onnx
 from onnx import ModelProto, NodeProto, ValueInfoProto, numpy_helper
 
 from .errors import ONNXImportError
+from .unvalued import declared_dims, optional_operands
 
 Source = Union[str, os.PathLike, ModelProto]
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -34,6 +36,11 @@ class GraphInfo:
     outputs: list[ValueInfoProto]
     nodes: list[NodeProto]                # topologically sorted
     opset: int                            # of the default (ai.onnx) domain
+    # operands without values (unvalued.py): read and provided by nothing; graph inputs that
+    # may stay unmapped (the weights of a legacy export without parameters); declared dims
+    unvalued: set[str] = field(default_factory=set)
+    parameter_inputs: set[str] = field(default_factory=set)
+    declared: dict[str, tuple] = field(default_factory=dict)
 
     def describe(self, node: NodeProto) -> str:
         return f"{self.source}: node '{node.name or node.output[0]}' ({node.op_type})"
@@ -79,8 +86,13 @@ def _check_graph(model: ModelProto, source: str) -> GraphInfo:
                 raise ONNXImportError(f"{source}: graph {kind} '{value.name}' is a "
                                       f"{value.type.WhichOneof('value')}; only tensors are "
                                       f"supported")
+    # a file without parameters has no initializers; in one with, a missing value is an error
+    optional = set() if initializers else optional_operands(graph, DEFAULT_DOMAINS)
     producer = _producers(graph, set(inputs) | set(initializers), source)
-    described = GraphInfo(source, model, inputs, initializers, list(graph.output), [], opset)
+    described = GraphInfo(source, model, inputs, initializers, list(graph.output), [], opset,
+                          {n for n in optional if n not in producer}, optional & set(inputs),
+                          declared_dims(graph))
+    producer.update(dict.fromkeys(described.unvalued))
     for node in graph.node:
         for name in node.input:
             if name and name not in producer:

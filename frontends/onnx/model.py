@@ -16,8 +16,13 @@ array, which is then treated like an initializer (a constant of the graph).
 
 Initializers are loaded into the layers' weights: `apply` assigns them with
 `Parameter.set_weights` before compile, and compile() creates the weights with those values
-(FlexFlow ignored initializers). A graph without initializers (exported with
-`export_params=False`) gets FlexFlow's default initializers.
+(FlexFlow ignored initializers). A file exported without parameters (`export_params=False`) gets
+FlexFlow's default initializers for the weights it lacks (unvalued.py, defaults.py): with torch's
+legacy exporter they are graph inputs, which `input_dict` need not map; with its current one
+they are absent. Such a file is an architecture: `apply` builds it for the dims of the tensors
+given even where the file declares others (warning), as FlexFlow did; and `input.1`, the legacy
+exporter's input name that FlexFlow's programs use, stands for the one data input of a file
+from torch's current exporter, which names it after the forward argument.
 
 `ONNXModel(...)` raises `ONNXImportError` for a file that is missing, truncated or not ONNX, a
 cyclic graph, a value no node produces (a missing initializer), and any operator or attribute
@@ -28,6 +33,8 @@ unsupported operators and failed later.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from onnx import helper
 
@@ -35,9 +42,12 @@ from flexflow.core import Tensor
 from flexflow.type import NUMPY_DTYPE
 
 from .converter import Converter, check_graph
-from .errors import ONNXImportError
+from .errors import ONNXImportError, ONNXImportWarning
 from .loader import read_model
+from .unvalued import Unvalued
 from .values import Const
+
+LEGACY_INPUT = "input.1"
 
 
 class ONNXTensor:
@@ -84,32 +94,64 @@ class ONNXModel:
         return results[0] if len(results) == 1 else results
 
     def _feeds(self, input_dict) -> dict:
-        source = self.graph.source
+        source, graph = self.graph.source, self.graph
+        input_dict = _legacy_input_name(graph, dict(input_dict))
         unknown = set(input_dict) - set(self.inputs)
-        missing = [name for name in self.inputs if name not in input_dict]
+        missing = [name for name in self.inputs
+                   if name not in input_dict and name not in graph.parameter_inputs]
         if unknown or missing:
             raise ONNXImportError(
-                f"{source}: input_dict must map exactly the graph inputs {list(self.inputs)}; "
+                f"{source}: input_dict must map exactly the graph inputs "
+                f"{[n for n in self.inputs if n not in graph.parameter_inputs]}"
+                + (f" (and may map its {len(graph.parameter_inputs)} parameter inputs)"
+                   if graph.parameter_inputs else "") + "; "
                 + (f"missing {missing}" if missing else "")
                 + ("; " if missing and unknown else "")
                 + (f"not inputs of the graph: {sorted(unknown)}" if unknown else ""))
-        feeds = {}
+        feeds = {name: Unvalued(name, graph.declared.get(name))
+                 for name in graph.parameter_inputs if name not in input_dict}
+        architecture_only = bool(graph.unvalued or feeds)
         for name, value in input_dict.items():
-            expected = self.inputs[name]
-            if isinstance(value, Tensor):
-                dims, dtype = tuple(value.dims), np.dtype(NUMPY_DTYPE[value.data_type])
-            else:
-                value = np.asarray(value)
-                dims, dtype = value.shape, value.dtype
-            if len(dims) != len(expected.dims) or any(
-                    e is not None and e != d for e, d in zip(expected.dims, dims)):
-                raise ONNXImportError(f"{source}: input '{name}' has dims {list(dims)}, the "
-                                      f"graph declares {expected.dims}")
-            if expected.dtype is not None and dtype != expected.dtype:
-                raise ONNXImportError(f"{source}: input '{name}' is {dtype}, the graph declares "
-                                      f"{expected.dtype}")
-            feeds[name] = value if isinstance(value, Tensor) else Const(value, False, name)
+            feeds[name] = self._feed(name, value, architecture_only)
         return feeds
+
+    def _feed(self, name: str, value, architecture_only: bool):
+        """`value` checked against the declared input; a file without parameters describes an
+        architecture, which is built for the dims given (as FlexFlow did), with a warning."""
+        source, expected = self.graph.source, self.inputs[name]
+        if isinstance(value, Tensor):
+            dims, dtype = tuple(value.dims), np.dtype(NUMPY_DTYPE[value.data_type])
+        else:
+            value = np.asarray(value)
+            dims, dtype = value.shape, value.dtype
+        if len(dims) != len(expected.dims) or any(
+                e is not None and e != d for e, d in zip(expected.dims, dims)):
+            message = f"{source}: input '{name}' has dims {list(dims)}, the graph declares " \
+                      f"{expected.dims}"
+            if not architecture_only or len(dims) != len(expected.dims):
+                raise ONNXImportError(message)
+            warnings.warn(ONNXImportWarning(f"{message}; the file has no parameters, so its "
+                                            f"layers are built for the dims given"),
+                          stacklevel=4)
+        if expected.dtype is not None and dtype != expected.dtype:
+            raise ONNXImportError(f"{source}: input '{name}' is {dtype}, the graph declares "
+                                  f"{expected.dtype}")
+        return value if isinstance(value, Tensor) else Const(value, False, name)
+
+
+def _legacy_input_name(graph, input_dict: dict) -> dict:
+    """FlexFlow's programs map `input.1`, the name torch's legacy exporter gives a model's
+    first input; torch's current exporter names it after the forward argument (`x`). In a file
+    from torch without an `input.1`, that name stands for its one unmapped data input."""
+    data = [n for n in graph.inputs if n not in graph.parameter_inputs and n not in input_dict]
+    if (LEGACY_INPUT not in input_dict or LEGACY_INPUT in graph.inputs or len(data) != 1
+            or graph.model.producer_name != "pytorch"):
+        return input_dict
+    warnings.warn(ONNXImportWarning(f"{graph.source}: the graph has no input '{LEGACY_INPUT}' "
+                                    f"(the legacy exporter's name); it is taken as the graph's "
+                                    f"input '{data[0]}'"), stacklevel=4)
+    input_dict[data[0]] = input_dict.pop(LEGACY_INPUT)
+    return input_dict
 
 
 class ONNXModelKeras(ONNXModel):

@@ -9,7 +9,8 @@ sequence-first attention) names them `<node>_<purpose>`.
 Semantics follow PyTorch where FlexFlow's importer did not (see the README of this package):
 batch norm has no fused ReLU, `SOFTMAX` without a dim uses torch's implicit dim, `SPLIT; n` cuts
 pieces of size n along dim 0 (or the given dim), layer norm is a real layer norm, `expand`
-broadcasts.
+broadcasts. Where PyTorch's reading gives a model that cannot run, fallbacks.py says what is done
+instead (FlexFlow's reading of a split, FlexFlow's initializers, or a refusal).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from flexflow.initializers import ArrayInitializer, NormInitializer
 from flexflow.tensor import Tensor
 from flexflow.type import ActiMode, AggrMode, DataType, OpType, PoolType
 
+from .fallbacks import flexflow_split, warn_torch_weights_unused
 from .ir import ConversionError, IRNode, Ref, format_node
 from .pooling import ADAPTIVE
-from .weights import BUFFER, PARAMETER, TorchState, ff_arrays, load
+from .weights import BUFFER, PARAMETER, TorchState, ff_arrays, load, misfit
 
 BN_DEFAULTS = (1e-5, 0.1)  # eps, momentum of FFModel.batch_norm
 REVERSED = "reversed"
@@ -81,12 +83,15 @@ class Builder:
         self.source = source  # names the file (or model) in errors about no particular node
         self.values: dict[str, object] = {}
         self.weight_ops: dict[str, object] = {}  # node -> the Op holding its layer's weights
+        self.nodes: dict[str, IRNode] = {}
+        self.torch_weights: list[tuple[IRNode, object, list]] = []  # (node, Op, arrays)
 
     # ---- driver ---------------------------------------------------------------------------------
     def build(self, nodes: list[IRNode], input_tensors) -> list[Tensor]:
         """Build every node; returns the model's outputs. Layers that have torch weights get them
         as the values compile() creates their weights with."""
         self._check(nodes, input_tensors)
+        self.nodes = {node.name: node for node in nodes}
         feed = iter(input_tensors)
         outputs = None
         for node in nodes:
@@ -106,7 +111,23 @@ class Builder:
             self.values[node.name] = value
             if node.op_type == OpType.OUTPUT:
                 outputs = value
+        self._load_torch_weights()
         return outputs
+
+    def _load_torch_weights(self) -> None:
+        """Give the layers their torch weights; none when some do not fit their layers only in
+        the dims the layers' inputs decide (fallbacks.py); refused when some contradict what
+        their nodes declare (another model's weights)."""
+        misfits = [m for m in (misfit(n, op, arrays) for n, op, arrays in self.torch_weights)
+                   if m is not None]
+        contradiction = next((why for why, by_input in misfits if not by_input), None)
+        if contradiction is not None:
+            raise ConversionError(contradiction)
+        if misfits:
+            warn_torch_weights_unused(self.source, misfits[0][0])
+            return
+        for _, op, arrays in self.torch_weights:
+            load(self.ff, op, arrays)
 
     def _check(self, nodes: list[IRNode], input_tensors) -> None:
         """Before building anything: inputs match, every op type can be built, every reference is
@@ -171,13 +192,13 @@ class Builder:
         return self.weight_ops[owner]
 
     def _weights(self, node: IRNode, output: Tensor) -> Tensor:
-        """Record the layer of `output` as the weight holder of `node`, and give the layer the
-        node's torch weights (a node sharing an earlier node's weights has none of its own)."""
+        """Record the layer of `output` as the weight holder of `node`, and the node's torch
+        weights for it (a node sharing an earlier node's weights has none of its own)."""
         op = output.owner_op
         self.weight_ops[node.name] = op
         named = self.state.tensors.get(node.name)
         if named is not None:
-            load(self.ff, node, op, ff_arrays(node, named))
+            self.torch_weights.append((node, op, ff_arrays(node, named)))
         return output
 
     def _reshape(self, x: Tensor, shape, name: str) -> Tensor:
@@ -411,9 +432,13 @@ class Builder:
 
     def _split(self, node, args, params):
         """torch.split: pieces of `size` (the last one shorter) or the given sections, along
-        `dim` (0 unless given)."""
+        `dim` (0 unless given); FlexFlow's reading where PyTorch's cannot be unpacked."""
         x = self._tensor(node, args[0])
         sizes, dim = params[0], (params[1] if len(params) > 1 else 0)
+        if len(params) == 1:  # as FlexFlow's exporter writes it
+            legacy = flexflow_split(node, self.nodes, x, sizes, self.source)
+            if legacy is not None:
+                return self.ff.split(input=x, sizes=legacy[0], axis=legacy[1], name=node.name)
         dim = _normalize(dim, x.num_dims, node)
         length = x.dims[dim]
         if isinstance(sizes, int):

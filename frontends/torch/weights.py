@@ -14,7 +14,7 @@ On disk it is `<file>.ff.npz` beside the `.ff` file, a NumPy `.npz` archive writ
 * `__shared__`: a string array of shape (k, 2), rows (node, earlier node whose weights it uses).
 
 `ff_arrays` maps a node's torch tensors to the FlexFlow layer's weights, in the layer's order;
-`load` gives them to the layer.
+`misfit` says when they do not fit the layer built and why, `load` gives them to the layer.
 """
 
 from __future__ import annotations
@@ -119,13 +119,34 @@ def ff_arrays(node: IRNode, named: dict[str, np.ndarray]) -> list[np.ndarray]:
 
 
 # ---- loading into the model ---------------------------------------------------------------------
-def load(ffmodel, node: IRNode, op, arrays: list[np.ndarray]) -> None:
-    """Give layer `op` the values `arrays`. Set before compile(), they are the values compile()
-    creates the weights with (and creates them with again at every later compile())."""
+# the dims of a layer's weights that its input decides (a kernel's input features or channels);
+# the node's own parameters declare the others
+INPUT_DECIDED = {OpType.LINEAR: {0: (1,)}, OpType.CONV2D: {0: (1,)},
+                 OpType.BATCH_NORM: {k: (0,) for k in range(4)},
+                 OpType.LAYER_NORM: {k: tuple(range(8)) for k in range(2)}}
+
+
+def misfit(node: IRNode, op, arrays: list[np.ndarray]) -> tuple[str, bool] | None:
+    """None when `arrays` fit layer `op`; else why not, and whether they differ only in dims
+    the layer's input decides (a model whose layers disagree with their inputs, which PyTorch
+    could not run) rather than in what the node declares (the weights of another model)."""
     expected = [op.get_parameter_by_id(k).dims for k in range(op.get_number_parameters())]
     got = [tuple(a.shape) for a in arrays]
-    if expected != got:
-        raise node.error(f"the torch weights have shapes {got}, the layer built from the node "
-                         f"needs {expected}")
+    if expected == got:
+        return None
+    decided = INPUT_DECIDED.get(node.op_type, {})
+    by_input = len(expected) == len(got) and all(
+        len(e) == len(g) and all(a == b or d in decided.get(k, ()) for d, (a, b)
+                                 in enumerate(zip(e, g)))
+        for k, (e, g) in enumerate(zip(expected, got)))
+    why = node.error(f"the torch weights have shapes {got}, the layer built from the node "
+                     f"needs {expected}")
+    return str(why), by_input
+
+
+def load(ffmodel, op, arrays: list[np.ndarray]) -> None:
+    """Give layer `op` the values `arrays` (shapes checked by `misfit`). Set before compile(),
+    they are the values compile() creates the weights with (and creates them with again at
+    every later compile())."""
     for k, array in enumerate(arrays):
         op.get_parameter_by_id(k).set_weights(ffmodel, array)

@@ -63,6 +63,17 @@ def test_summary_lists_inputs_and_layers_with_shapes_and_sources():
     assert lines[4].startswith("dense (Dense)") and lines[4].endswith("flat")
 
 
+def test_summary_prints_the_table_it_returns(capsys):
+    model = Sequential([Dense(2, input_shape=(4,))])
+    model.compile("sgd", "sparse_categorical_crossentropy")
+    capsys.readouterr()
+    text = model.summary()
+    assert capsys.readouterr().out == text + "\n"
+    printed = []
+    assert model.summary(print_fn=printed.append) == text and printed == [text]
+    assert capsys.readouterr().out == ""
+
+
 def test_sequential_needs_an_input_shape():
     with pytest.raises(ValueError, match="needs input_shape"):
         Sequential([Dense(3)])

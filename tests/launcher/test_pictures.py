@@ -15,6 +15,7 @@ from flexflow.scheduler import actions as A
 from flexflow.scheduler import machine as machine_module
 from flexflow.scheduler.simulator import Simulator
 from flexflow.scheduler.strategy import StrategyError
+from flexflow.scheduler.taskgraph import TaskKey
 
 from .run import TINY_MLP, launch
 from ..search.helpers import TWO_GPUS_FILE as MACHINE
@@ -118,6 +119,8 @@ def test_search_plot_and_timeline(tmp_path):
     for label in ("device 0", "device 1", "the strategy used", "data parallel", "forward",
                   "backward", "ms per iteration"):
         assert label in texts
+    # each group is labelled with its first layer (the first groups begin with the batch load)
+    assert "Dense_100" in texts and "input0" not in texts
 
 
 @pytest.mark.parametrize("flag", ["--timeline", "--search-plot"])
@@ -133,7 +136,9 @@ def hand_made_simulation():
     """One fused task (1 ms of overhead, a forward of 2 ms, a send of 0.5 ms) on device 1 and a
     transfer on a link (drawn when the simulator reports `transfers`)."""
     forward = A.Forward(0, 0, (), (), ())
-    tasks = (SimpleNamespace(action=forward), SimpleNamespace(action=A.SendPartial(0, "f", 0, 1)))
+    tasks = (SimpleNamespace(action=forward, key=TaskKey("input0", "fwd", 0, "load")),
+             SimpleNamespace(action=A.SendPartial(0, "f", 0, 1),
+                             key=TaskKey("Dense_100", "fwd", 0, "send")))
     plan = SimpleNamespace(device=1, tasks=tasks, task_ms=(2.0, 0.5))
     return SimpleNamespace(plans=[plan], starts=[10.0], ends=[13.5], time=14.0,
                            transfers=[("nic-out0", 13.5, 15.0)])
@@ -151,6 +156,7 @@ def test_timeline_draws_link_rows(tmp_path):
     timeline.draw(str(tmp_path / "t.svg"), [("hand-made", hand_made_simulation())])
     texts = svg_texts(tmp_path / "t.svg", min_bytes=2000)
     assert "link nic-out0" in texts and "hand-made: 14.00 ms per iteration" in texts
+    assert "Dense_100" in texts  # the group's label: its first task of a layer, not the load
 
 
 def test_each_timeline_panel_has_its_own_time_axis():

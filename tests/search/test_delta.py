@@ -48,3 +48,17 @@ def test_delta_equals_full_on_random_proposals(name):
         if rng.random() < 0.5:
             current = proposal
     assert posted_early == (name == "wide_mlp")
+
+
+def test_groups_are_named_after_their_first_layer_task_not_a_load():
+    """A device's first group starts by loading its batch (`input0-load`); it carries the name
+    of the first layer it runs, in the full and the delta simulation alike."""
+    ff, objective = compiled(MODELS["mlp"], BATCH)
+    simulator = Simulator(ff.graph, objective, small_machine(), ff.compiled.loss,
+                          ff.optimizer.rule())
+    strategy = data_parallel_strategy(ff.graph, 2)
+    first_layer = ff.graph.layers[0].name
+    for simulation in (simulator.simulate_full(strategy), simulator.simulate(strategy)):
+        names = [p.name for p in simulation.plans]
+        assert f"{first_layer}-forward-d0e0" in names and f"{first_layer}-forward-d1e0" in names
+        assert not any(name.startswith("input") for name in names), names

@@ -85,7 +85,8 @@ class BaseModel:
 
     def summary(self, line_length=None, positions=None, print_fn=None) -> str:
         """FlexFlow's summary: one line per input and layer call (name (type), output shape,
-        input shape, the layers it reads from), returned as a string."""
+        input shape, the layers it reads from). Printed with `print_fn` (default `print`, as
+        Keras does) and returned as a string (as FlexFlow did: its examples print the result)."""
         if line_length is not None or positions is not None:
             raise ValueError("summary(): line_length and positions are not supported")
         lines = ["Layer (type)\t\tOutput Shape\t\tInput Shape\tConnected to\n"]
@@ -99,8 +100,7 @@ class BaseModel:
             sources = "\t".join(t.from_layer.name for t in node.inputs)
             lines.append(f"{label:<25}\t{outs}\t\t{ins}\t{sources}\n")
         text = "".join(lines)
-        if print_fn is not None:
-            print_fn(text)
+        (print if print_fn is None else print_fn)(text)
         return text
 
     # ---- compile --------------------------------------------------------------------------------
