@@ -87,6 +87,18 @@ def check_alive(client, workers: list[str], during: str, futures: list = ()) -> 
         raise WorkerLost(sorted(lost), during)
 
 
+def run_on(client, workers: list[str], during: str, fn, *args) -> dict:
+    """`fn(*args)` in the process of each of `workers` (Client.run): {worker: result}. Client.run
+    waits out Dask's connect timeout (30 s) for a worker the scheduler has already dropped, so
+    the scheduler is asked first, and WorkerLost raised at once."""
+    check_alive(client, workers, during)
+    try:
+        return client.run(fn, *args, workers=workers)
+    except (OSError, KeyError):  # cannot reach a worker: say so if it has left meanwhile
+        check_alive(client, workers, during)
+        raise
+
+
 def watched_wait(client, futures: list, workers: list[str], during: str) -> None:
     """Wait until all of `futures`, run on `workers`, are done or one has failed; a task pinned
     to a worker that has left would wait for ever, so wait in short slices and raise WorkerLost

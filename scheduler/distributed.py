@@ -33,7 +33,7 @@ from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 from .actions import Context, IterationState, Load
 from .allocator import keep_freed_memory
-from .cluster import (FAILED, alive, array_module, check_alive, watched_gather,
+from .cluster import (FAILED, alive, array_module, check_alive, run_on, watched_gather,
                       watched_wait)
 from .executor import Executor, run_tasks, start_iteration
 from .feeds import Rows, host_batch
@@ -299,11 +299,7 @@ class DaskExecutor(Executor):
 
     def _on_workers(self, workers: list[str], during: str, fn, *args) -> dict:
         """`fn(*args)` in the process of each of `workers`: {worker: result}."""
-        try:
-            return self.client.run(fn, *args, workers=workers)
-        except (OSError, KeyError):  # cannot reach a worker: say so if it has left
-            self._check_workers(during)
-            raise
+        return run_on(self.client, workers, during, fn, *args)
 
     def release(self, data_sets) -> None:
         for data in data_sets:
