@@ -11,7 +11,8 @@ not a round trip through the scheduler. Batches of kept data sets travel as thei
 (scheduler/kept_data.py); other batches inside the task when small, else scattered to the
 workers that load from them. A program's key is its first group's name, the model's id and the
 window's first iteration: `<first layer>-<kind>-d<device>e<epoch>-<model>-<iteration>`. Each
-program returns each iteration's metric records (loss sums, checked updates, timed kernels).
+program returns each iteration's metric records (loss sums, checked updates, timed kernels). All
+of a model's programs are in one Dask span of its own (scheduler/history.py).
 
 A worker that leaves the cluster mid-run would leave the programs (or the gathering of their
 results) waiting for it, so the client waits and gathers in short slices and checks between
@@ -38,6 +39,7 @@ from .cluster import (FAILED, alive, array_module, check_alive, run_on, watched_
 from .executor import Executor, run_tasks, start_iteration
 from .feeds import Rows, host_batch
 from .fusion import Group
+from .history import model_span
 from .kept_data import KeptData
 from .messages import receive
 from .push import HANDLER, Mailbox, Parcel, post, settle, task_wanted
@@ -198,6 +200,7 @@ class DaskExecutor(Executor):
         self.client = client
         self.workers = workers
         self.model_id = uuid.uuid4().hex[:8]
+        self._span = model_span(self.model_id)
         self._iterations = itertools.count()
         self._programs: dict[tuple[str, ...], dict[int, tuple[Step, ...]]] = {}
         self._kept = KeptData(client, dict(zip(workers, memory_limits or [None] * len(workers))))
@@ -258,7 +261,8 @@ class DaskExecutor(Executor):
             layers[key] = MaterializedLayer(
                 {key: (run, {k: feed for k, feed in feeds.items() if k[1] in loads},
                        list(self.workers))},
-                annotations={"workers": [self.workers[device]], "allow_other_workers": False})
+                annotations={"workers": [self.workers[device]], "allow_other_workers": False,
+                             "span": self._span})
         graph = HighLevelGraph(layers, {key: set() for key in layers})
         return self.client.get(graph, list(layers), sync=False)
 
