@@ -141,18 +141,23 @@ def test_the_local_cluster_s_processes_keep_bounded_histories():
     assert cluster.client.run(worker_bounds) == dict.fromkeys(cluster.workers, (logs, logs))
 
 
-def test_a_model_s_programs_share_one_span():
+def test_a_model_s_programs_share_one_span(monkeypatch):
     """(Dask would start a new span for each graph submitted after the cluster was idle, which
-    the scheduler keeps for ever, and each worker its metrics.)"""
+    the scheduler keeps for ever, and each worker its metrics.) On a new cluster, where no other
+    model has run programs of the same names."""
+    monkeypatch.setattr(cluster_module, "_STARTED", {})
     ff, inputs = compiled(MODELS["mlp"], ["-ll:gpu", "2"])
-    fit(ff, inputs)  # one graph per iteration, each after the last has finished
-    executor = ff.compiled.executor
-    programs = {key_split(steps[0].group.name) for per_device in executor._programs.values()
-                for steps in per_device.values()}
+    try:
+        fit(ff, inputs)  # one graph per iteration, each after the last has finished
+        executor = ff.compiled.executor
+        programs = {key_split(steps[0].group.name) for per_device in executor._programs.values()
+                    for steps in per_device.values()}
 
-    def span_ids(dask_worker):
-        return {key[1] for key in dask_worker.digests_total
-                if isinstance(key, tuple) and key[0] == "execute" and key[2] in programs}
+        def span_ids(dask_worker):
+            return {key[1] for key in dask_worker.digests_total
+                    if isinstance(key, tuple) and key[0] == "execute" and key[2] in programs}
 
-    found = executor.client.run(span_ids)
-    assert found == dict.fromkeys(executor.workers, {executor._span["ids"][-1]})
+        found = executor.client.run(span_ids)
+        assert found == dict.fromkeys(executor.workers, {executor._span["ids"][-1]})
+    finally:
+        ff.compiled.cluster.close()
