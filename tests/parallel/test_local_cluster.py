@@ -17,6 +17,7 @@ from distributed import Client, LocalCluster
 from distributed.comm.core import CommClosedError
 from distributed.security import Security
 
+from flexflow.config import FlagError
 from flexflow.core import FFConfig
 from flexflow.deployment import start_cluster
 from flexflow.scheduler import cluster as cluster_module
@@ -122,6 +123,11 @@ def test_plain_cluster_cannot_override_required_encryption():
     with dask.config.set({"distributed.comm.require-encryption": True}):
         with pytest.raises(TLSSettingsError, match="--plain-cluster"):
             cluster_module.start_local(2, stream=io.StringIO(), plain=True)
+
+
+def test_plain_cluster_is_refused_with_a_scheduler_address():
+    with pytest.raises(FlagError, match="--plain-cluster is for the cluster -ll:gpu N starts"):
+        start_cluster(FFConfig(argv=["--scheduler", "tcp://127.0.0.1:1", "--plain-cluster"]))
 
 
 def test_the_local_cluster_s_processes_keep_bounded_histories():
