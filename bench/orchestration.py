@@ -8,8 +8,9 @@ on data loaders (windows of iterations: one graph per window), and in a hand-wri
 (forward, zero_gradients, backward, update: a graph each), without and inside
 `begin_trace`/`end_trace` (one graph an iteration). The overhead of each is its
 median ms per iteration minus the in-process one. Then a long `fit` (20k iterations by default)
-samples the resident memory of the client and of each worker every 1000 iterations and prints
-the growth per 1000 iterations over the second half (after the allocators have settled).
+on the cluster `-ll:gpu 2` starts by itself (TLS, Dask's histories bounded) samples the resident
+memory of the client, of the scheduler and of each worker every 1000 iterations and prints the
+growth per 1000 iterations over the second half (after the allocators have settled).
 
     python bench/orchestration.py [--rounds 5] [--steps 200] [--long 20000]
 """
@@ -103,16 +104,17 @@ def quiet():
 
 
 def rss_mb(client) -> dict[str, float]:
-    """Resident memory (MB) of this process and of each worker."""
+    """Resident memory (MB) of this process, of the scheduler and of each worker."""
     def rss():
         import psutil
         return psutil.Process().memory_info().rss / 2**20
-    return {"client": rss(), **client.run(rss)}
+    return {"client": rss(), "scheduler": client.run_on_scheduler(rss), **client.run(rss)}
 
 
-def memory_growth(address: str, iterations: int) -> dict[str, float]:
-    """MB per 1000 iterations of each process over the second half of a long fit."""
-    ff, x = mlp(["--scheduler", address, "-ll:gpu", "2", *FIT_FLAGS])
+def memory_growth(iterations: int) -> dict[str, float]:
+    """MB per 1000 iterations of each process over the second half of a long fit on the
+    cluster `-ll:gpu 2` starts."""
+    ff, x = mlp(["-ll:gpu", "2", *FIT_FLAGS])
     client = ff.compiled.cluster.client
     samples, chunk = [], 1000
     xs, ys = data(BATCH * chunk)
@@ -153,7 +155,7 @@ def main():
             print(f"{name:>10}: {ms:6.2f} ms/iteration (median of {len(values)}){extra}")
         print(f"after timing: {describe(steal.read())}")
         if args.long:
-            growth = memory_growth(address, args.long)
+            growth = memory_growth(args.long)
             print(f"memory over {args.long} iterations of fit, MB per 1000 iterations (second "
                   f"half): " + ", ".join(f"{k} {v:+.2f}" for k, v in growth.items()))
         cluster_module.disconnect(address)

@@ -117,12 +117,16 @@ def start_cluster(config: FFConfig):
     """The Dask cluster this run uses, or None to run in this process (DESIGN.md)."""
     tls = cluster_module.TLSFiles(config.tls_ca_file, config.tls_cert, config.tls_key)
     if config.scheduler_address or tls:  # (TLS files without a tls:// address are refused)
+        if config.plain_cluster:
+            raise FlagError("--plain-cluster is for the cluster -ll:gpu N starts; the protocol of "
+                            "a --scheduler cluster is its address's")
         return cluster_module.connect(config.scheduler_address,
                                       config.workers_per_node * config.num_nodes or None,
                                       tls=tls)
     wants_cluster = config.num_devices > 1 or config.force_cluster or config.profile_file
     if wants_cluster and not config.in_process:
-        return cluster_module.start_local(config.num_devices, config.device_memory_mb)
+        return cluster_module.start_local(config.num_devices, config.device_memory_mb,
+                                          plain=config.plain_cluster)
     return None
 
 

@@ -137,6 +137,8 @@ FLAGS = (
     F(("--in-process",), "in_process", None, False,
       "the devices in this process, no cluster (ours)"),
     F(("--cluster",), "force_cluster", None, False, "a local cluster even for one device (ours)"),
+    F(("--plain-cluster",), "plain_cluster", None, False,
+      "the local cluster -ll:gpu N starts uses plain TCP, not TLS (ours)"),
     F(("--cpu",), "cpu_only", None, False, "NumPy only, even with a GPU (ours)"),
     F(("--seed",), "seed", _non_negative_int, 0, "seed of initializers and dropout (ours)"),
     F(("--allow-nonfinite",), "allow_nonfinite", None, False,

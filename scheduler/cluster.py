@@ -3,13 +3,15 @@
 | situation                                   | what runs                                          |
 | `--scheduler ADDRESS` / DASK_SCHEDULER_ADDRESS | connect; every worker of that cluster is a device  |
 | GPUs present, `-ll:gpu N`                   | dask_cuda.LocalCUDACluster, N workers (`-ll:fsize` = RMM pool per GPU) |
-| no GPU, `-ll:gpu N` with N > 1              | LocalCluster of N single-threaded worker processes, with a notice |
+| no GPU, `-ll:gpu N` with N > 1              | N single-threaded worker processes, as commands of their own (scheduler/local_processes.py), with a notice |
 | one device, no address                      | None: the in-process executor                      |
 
 Clusters this module starts are kept for the life of the process (models compiled one after the
 other share them) and closed at exit.
-A `tls://` address is reached over TLS, and clusters started here use it when Dask's config
-requires encryption (scheduler/security.py).
+A `tls://` address is reached over TLS (scheduler/security.py). Clusters started here listen on
+loopback only and use TLS with a throwaway certificate, so that no other process of the machine can
+join them or run code in them; `--plain-cluster` (`plain`) makes them plain TCP. They run with
+bounded histories (scheduler/history.py).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .heartbeats import STALL_S, responsive
-from .security import TLSFiles, client_security, encryption_required, local_cluster_security
+from .history import BOUNDED_HISTORY
+from .security import TLSFiles, client_security, local_cluster_tls
 
 _STARTED: dict[tuple, "Cluster"] = {}
 WATCH_S = 1.0  # how often a client waiting on tasks checks that their workers are still there
@@ -114,6 +117,20 @@ def await_loss(client, workers: list[str], during: str) -> None:
         if time.monotonic() > deadline:
             return
         time.sleep(WATCH_S / 4)
+
+
+def run_on(client, workers: list[str], during: str, fn, *args) -> dict:
+    """`fn(*args)` in the process of each of `workers` (Client.run): {worker: result}. Client.run
+    waits out Dask's connect timeout (30 s) for a worker the scheduler has already dropped, so
+    the scheduler is asked first, and WorkerLost raised at once; the call then waits in slices
+    that check liveness (`watched_run`), and one that cannot reach a worker waits for the
+    scheduler to see it gone (`await_loss`) before raising its error."""
+    check_alive(client, workers, during)
+    try:
+        return watched_run(client, workers, during, fn, *args)
+    except (OSError, KeyError):
+        await_loss(client, workers, during)
+        raise
 
 
 def watched_wait(client, futures: list, workers: list[str], during: str) -> None:
@@ -213,10 +230,12 @@ def connect(address: str, num_devices: int | None = None, stream=sys.stdout,
     with the TLS files `tls` names or Dask's config does (scheduler/security.py)."""
     key = ("address", address)
     if key not in _STARTED:
+        import dask
         from distributed import Client
 
         security = client_security(address, tls)  # checked before any connection is tried
-        client = Client(address, security=security, set_as_default=False)
+        with dask.config.set(BOUNDED_HISTORY):  # (our client's own logs)
+            client = Client(address, security=security, set_as_default=False)
         _STARTED[key] = Cluster(client, [])
         print(f"Connected to Dask scheduler {address}; {dashboard(client)}", file=stream)
     client = _STARTED[key].client
@@ -224,27 +243,27 @@ def connect(address: str, num_devices: int | None = None, stream=sys.stdout,
     return _listed(client, num_devices)
 
 
-def start_local(num_devices: int, device_memory_mb: int = 0, stream=sys.stdout) -> Cluster:
-    """A local cluster of `num_devices` workers: one per GPU, or CPU processes standing in."""
-    key = ("local", num_devices, device_memory_mb, encryption_required())
+def start_local(num_devices: int, device_memory_mb: int = 0, stream=sys.stdout,
+                plain: bool = False) -> Cluster:
+    """A local cluster of `num_devices` workers: one per GPU, or CPU processes standing in; over
+    TLS with a throwaway certificate unless `plain`."""
+    tls = local_cluster_tls(plain)
+    key = ("local", num_devices, device_memory_mb, tls)
     if key in _STARTED:
         return _STARTED[key].refreshed()
+    import dask
     from distributed import Client
 
-    security = local_cluster_security()
     gpus = gpu_count()
-    if gpus:
-        from dask_cuda import LocalCUDACluster
-
-        owned = LocalCUDACluster(n_workers=min(num_devices, gpus), dashboard_address=":0",
-                                 security=security, scheduler_kwargs=SCHEDULER_OPTIONS,
-                                 **_memory_pools(LocalCUDACluster, device_memory_mb))
-    else:
-        print(f"GPUs were not found: starting {num_devices} CPU worker "
-              f"{'process' if num_devices == 1 else 'processes'}, one per requested device.",
-              file=stream)
-        owned = _cpu_cluster(num_devices, security)
-    client = Client(owned, set_as_default=False)
+    with dask.config.set(BOUNDED_HISTORY):
+        if gpus:
+            owned = _gpu_cluster(min(num_devices, gpus), device_memory_mb, tls)
+        else:
+            print(f"GPUs were not found: starting {num_devices} CPU worker "
+                  f"{'process' if num_devices == 1 else 'processes'}, one per requested device.",
+                  file=stream)
+            owned = _cpu_cluster(num_devices, tls)
+        client = Client(owned, set_as_default=False)
     client.wait_for_workers(num_devices if not gpus else min(num_devices, gpus))
     cluster = _listed(client, None, owned)
     print(f"Dask {dashboard(client)}", file=stream)
@@ -252,24 +271,35 @@ def start_local(num_devices: int, device_memory_mb: int = 0, stream=sys.stdout) 
     return cluster
 
 
-def _cpu_cluster(num_devices: int, security):
-    """Single-threaded CPU worker processes on loopback. They are started as `dask spec`
-    commands (Dask's SubprocessCluster), so they never import the user's `__main__`: a
-    LocalCluster's worker processes are spawned from this one and run the main script again,
-    which a script without an `if __name__ == "__main__":` guard cannot survive. A cluster that
-    must use TLS (Dask's config requires encryption) needs its throwaway certificate in the
-    workers' memory, which only a LocalCluster can give them."""
-    if security is not None:
-        from distributed import LocalCluster
-        return LocalCluster(n_workers=num_devices, threads_per_worker=1, processes=True,
-                            dashboard_address="127.0.0.1:0", env=single_threaded_blas(),
-                            silence_logs=logging.ERROR, security=security,
-                            scheduler_kwargs=SCHEDULER_OPTIONS)
-    from distributed.deploy.subprocess import SubprocessCluster
-    return SubprocessCluster(n_workers=num_devices, threads_per_worker=1,
-                             dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR,
-                             worker_kwargs={"env": single_threaded_blas()},
-                             scheduler_kwargs=SCHEDULER_OPTIONS)
+def _gpu_cluster(num_devices: int, device_memory_mb: int, tls: bool):
+    """A dask_cuda LocalCUDACluster on loopback (its scheduler runs in this process, and its
+    workers get the throwaway certificate from it in memory)."""
+    from dask_cuda import LocalCUDACluster
+    from distributed.security import Security
+
+    return LocalCUDACluster(n_workers=num_devices, dashboard_address="127.0.0.1:0",
+                            security=Security.temporary() if tls else None,
+                            scheduler_kwargs=SCHEDULER_OPTIONS,
+                            **_memory_pools(LocalCUDACluster, device_memory_mb))
+
+
+def _cpu_cluster(num_devices: int, tls: bool):
+    """Single-threaded CPU worker processes on loopback, started as `dask spec` commands, so they
+    never import the user's `__main__`: a LocalCluster's worker processes are spawned from this
+    one and run the main script again, which a script without an `if __name__ == "__main__":`
+    guard cannot survive."""
+    from distributed.worker_memory import parse_memory_limit
+
+    from .local_processes import LocalProcessCluster
+
+    return LocalProcessCluster(
+        num_devices, tls, BOUNDED_HISTORY, silence_logs=logging.ERROR,
+        scheduler_options={"dashboard": True, "dashboard_address": "127.0.0.1:0",
+                           **SCHEDULER_OPTIONS},
+        worker_options={"nthreads": 1, "silence_logs": logging.ERROR,
+                        "env": single_threaded_blas(),
+                        "memory_limit": parse_memory_limit("auto", 1, num_devices,
+                                                        logger=logging.getLogger(__name__))})
 
 
 def _memory_pools(cluster_class, device_memory_mb: int) -> dict:

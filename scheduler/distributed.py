@@ -11,7 +11,8 @@ not a round trip through the scheduler. Batches of kept data sets travel as thei
 (scheduler/kept_data.py); other batches inside the task when small, else scattered to the
 workers that load from them. A program's key is its first group's name, the model's id and the
 window's first iteration: `<first layer>-<kind>-d<device>e<epoch>-<model>-<iteration>`. Each
-program returns each iteration's metric records (loss sums, checked updates, timed kernels).
+program returns each iteration's metric records (loss sums, checked updates, timed kernels). All
+of a model's programs are in one Dask span of its own (scheduler/history.py).
 
 A worker that leaves the cluster mid-run would leave the programs (or the gathering of their
 results) waiting for it, so the client waits and gathers in short slices and checks between
@@ -33,11 +34,12 @@ from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 from .actions import Context, IterationState, Load
 from .allocator import keep_freed_memory
-from .cluster import (FAILED, alive, array_module, await_loss, check_alive, watched_gather,
-                      watched_run, watched_wait)
+from .cluster import (FAILED, alive, array_module, check_alive, run_on, watched_gather,
+                      watched_wait)
 from .executor import Executor, run_tasks, start_iteration
 from .feeds import Rows, host_batch
 from .fusion import Group
+from .history import model_span
 from .kept_data import KeptData
 from .messages import receive
 from .push import HANDLER, Mailbox, Parcel, post, settle, task_wanted
@@ -207,6 +209,7 @@ class DaskExecutor(Executor):
         self.client = client
         self.workers = workers
         self.model_id = uuid.uuid4().hex[:8]
+        self._span = model_span(self.model_id)
         self._iterations = itertools.count()
         self._programs: dict[tuple[str, ...], dict[int, tuple[Step, ...]]] = {}
         self._kept = KeptData(client, dict(zip(workers, memory_limits or [None] * len(workers))))
@@ -267,7 +270,8 @@ class DaskExecutor(Executor):
             layers[key] = MaterializedLayer(
                 {key: (run, {k: feed for k, feed in feeds.items() if k[1] in loads},
                        list(self.workers))},
-                annotations={"workers": [self.workers[device]], "allow_other_workers": False})
+                annotations={"workers": [self.workers[device]], "allow_other_workers": False,
+                             "span": self._span})
         graph = HighLevelGraph(layers, {key: set() for key in layers})
         return self.client.get(graph, list(layers), sync=False)
 
@@ -308,14 +312,7 @@ class DaskExecutor(Executor):
 
     def _on_workers(self, workers: list[str], during: str, fn, *args) -> dict:
         """`fn(*args)` in the process of each of `workers`: {worker: result}."""
-        try:
-            return watched_run(self.client, workers, during, fn, *args)
-        except OSError:  # cannot reach a worker: say so once the scheduler knows it has left
-            await_loss(self.client, self.workers, during)
-            raise
-        except KeyError:  # a worker the scheduler no longer has
-            self._check_workers(during)
-            raise
+        return run_on(self.client, workers, during, fn, *args)
 
     def release(self, data_sets) -> None:
         for data in data_sets:

@@ -9,9 +9,8 @@ They come from our flags `--tls-ca-file`, `--tls-cert` and `--tls-key` (named as
 `DASK_DISTRIBUTED__COMM__TLS__...` environment variables). They are checked before connecting, so
 a missing or unreadable file is named rather than met as a failed handshake.
 
-Clusters this package starts itself listen on loopback only and stay plain, unless Dask's config
-asks for encryption everywhere (`distributed.comm.require-encryption: true`): then they use a
-throwaway certificate made for that one cluster.
+Clusters this package starts itself listen on loopback only and use a throwaway certificate made
+for that one cluster, unless `--plain-cluster` asks for plain TCP.
 """
 
 from __future__ import annotations
@@ -124,12 +123,12 @@ def encryption_required() -> bool:
     return bool(dask.config.get("distributed.comm.require-encryption", default=None))
 
 
-def local_cluster_security():
-    """Security for a cluster we start on this machine: a throwaway certificate when Dask's
-    config requires encryption (nothing but our own client ever joins such a cluster), else None
-    (plain loopback)."""
-    if not encryption_required():
-        return None
-    from distributed.security import Security
-
-    return Security.temporary()
+def local_cluster_tls(plain: bool) -> bool:
+    """Whether a cluster we start on this machine uses TLS (a throwaway certificate, in memory
+    and in files only this user can read): unless `plain` (`--plain-cluster`), which Dask's config
+    cannot also require encryption for. Nothing but our own client ever joins such a cluster;
+    without TLS any local process could (it listens on loopback only)."""
+    if plain and encryption_required():
+        raise TLSSettingsError("--plain-cluster asks for a plain TCP local cluster, but Dask's "
+                               "config requires encryption (distributed.comm.require-encryption)")
+    return not plain

@@ -11,7 +11,7 @@ import numpy
 
 from .. import actions as A
 from .. import allocator
-from ..cluster import array_module, watched_gather, watched_wait, workers_now
+from ..cluster import array_module, run_on, watched_gather, watched_wait, workers_now
 from ..executor import LocalExecutor
 from ..taskgraph import TaskGraph
 
@@ -70,7 +70,8 @@ class DaskRunner:
         self.num_devices = len(workers)
         self.cpu_only = cpu_only
         self._memory = memory  # read with the worker list (cluster.Cluster.memory)
-        client.run(allocator.keep_freed_memory, workers=workers)  # as the executor's workers
+        # as the executor's workers
+        run_on(client, workers, "calibration", allocator.keep_freed_memory)
 
     def run(self, device: int, fn, *args):
         worker = [self.workers[device]]
