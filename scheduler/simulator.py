@@ -44,6 +44,7 @@ re-fuses everything with the executor's own code; both return the same numbers.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -51,7 +52,7 @@ from typing import NamedTuple
 from ..ops.graph import Graph
 from . import actions as A
 from .costs import KernelCalls, TaskCoster
-from .fusion import fuse, link, naming_key, place_of
+from .fusion import LOAD, fuse, link, naming_key, place_of
 from .machine import MachineModel, Route
 from .shards import shards
 from .strategy import Strategy, StrategyError
@@ -588,14 +589,16 @@ class Simulator:
                 group = groups.get(g)
                 if group is None:
                     group = groups[g] = _GroupPart(part.first, [overhead], {}, [], {}, [])
-                else:
+                elif group.first.kind == LOAD:
                     group.first = naming_key(group.first, part.first)
-                shift = len(group.costs)
-                group.costs += part.costs
-                for device, nbytes in part.sent.items():
-                    group.sent[device] = group.sent.get(device, 0) + nbytes
                 if part.early:
+                    shift = len(group.costs)
                     group.early += [(k + shift, d, b) for k, d, b in part.early]
+                group.costs += part.costs
+                if part.sent:
+                    sent = group.sent
+                    for device, nbytes in part.sent.items():
+                        sent[device] = sent.get(device, 0) + nbytes
                 if part.reads:
                     group.reads.append((base, part.reads))
                 if part.feeds:
@@ -652,7 +655,7 @@ class Simulator:
             group = groups.get(place)
             if group is None:
                 group = groups[place] = _GroupPart(row.key, [], {}, {}, {}, [])
-            else:
+            elif group.first.kind == LOAD:
                 group.first = naming_key(group.first, row.key)
             group.costs.append(row.ms)
             if row.early:
@@ -675,7 +678,10 @@ def _add_sent(sent: dict[int, float], nbytes: float, to: tuple[int, ...]) -> Non
 def _early_sends(costs: list[float], early: list) -> tuple:
     """`GroupPlan.early` from (index into a group's costs, device, bytes): each message leaves
     when the task at that index ends."""
-    return tuple((math.fsum(costs[:k + 1]), device, nbytes) for k, device, nbytes in early)
+    if not early:
+        return ()
+    ends = list(itertools.accumulate(costs))
+    return tuple((ends[k], device, nbytes) for k, device, nbytes in early)
 
 
 def _plans(groups: dict[tuple[int, int], _GroupPart], feed_bytes) -> list[GroupPlan]:
