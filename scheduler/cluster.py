@@ -172,8 +172,21 @@ def watched_run(client, workers: list[str], during: str, fn, *args) -> dict:
     """`Client.run(fn, *args, workers=workers)`: {worker: result}. A worker that stalls would
     keep it waiting, so wait in short slices and raise WorkerLost when one of `workers` has
     gone."""
-    pending = asyncio.run_coroutine_threadsafe(client._run(fn, *args, workers=workers),
-                                               client.loop.asyncio_loop)
+    return _watched(client, client._run(fn, *args, workers=workers), workers, during)
+
+
+def watched_scatter(client, data, workers: list[str], during: str):
+    """`Client.scatter` of `data` to every one of `workers`: its future. The scheduler goes on
+    replicating to a worker that died for as long as it lists it, so the wait is watched as
+    `watched_run`'s is."""
+    return _watched(client, client._scatter(data, workers=workers, broadcast=len(workers) > 1,
+                                            hash=False), workers, during)
+
+
+def _watched(client, coroutine, workers: list[str], during: str):
+    """The result of the client's `coroutine`, waited for in slices of WATCH_S that raise
+    WorkerLost (cancelling it) when one of `workers` has gone."""
+    pending = asyncio.run_coroutine_threadsafe(coroutine, client.loop.asyncio_loop)
     while True:
         try:
             return pending.result(WATCH_S)

@@ -35,7 +35,7 @@ from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 from .actions import Context, IterationState, Load
 from .allocator import keep_freed_memory
 from .cluster import (FAILED, alive, array_module, check_alive, run_on, watched_gather,
-                      watched_wait)
+                      watched_scatter, watched_wait)
 from .executor import Executor, run_tasks, start_iteration
 from .feeds import Rows, host_batch
 from .fusion import Group
@@ -297,8 +297,8 @@ class DaskExecutor(Executor):
                 rows[tensor], shipped[tensor] = feed.index, kept
                 continue
             batch = host_batch(feed)
-            shipped[tensor] = batch if batch.nbytes < INLINE_BYTES else self.client.scatter(
-                batch, workers=sorted(workers), broadcast=len(workers) > 1, hash=False)
+            shipped[tensor] = batch if batch.nbytes < INLINE_BYTES else watched_scatter(
+                self.client, batch, sorted(workers), "the upload of a batch")
         return rows, shipped
 
     def _call(self, device: int, fn, *args):

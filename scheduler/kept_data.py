@@ -13,6 +13,7 @@ import weakref
 from collections import defaultdict
 from typing import Any
 
+from .cluster import watched_scatter
 from .feeds import DataSet
 
 KEPT_SHARE = 0.25               # of a worker's memory limit, for the data sets it keeps
@@ -37,8 +38,8 @@ class KeptData:
             self.release(data.name)
         if any(self.used[w] + data.nbytes > self.budget.get(w, 0) for w in workers):
             return None
-        future = self.client.scatter(data.array, workers=workers, broadcast=len(workers) > 1,
-                                     hash=False)
+        future = watched_scatter(self.client, data.array, workers,
+                                 f"the upload of data set {data.name}")
         self.placed[data.name] = (future, tuple(workers), data.nbytes)
         for w in workers:
             self.used[w] += data.nbytes
