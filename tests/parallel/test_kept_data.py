@@ -64,9 +64,11 @@ def fed_losses(argv) -> list[float]:
 
 
 def count_scatters(monkeypatch, executor) -> list:
+    """The shapes of what the executor scatters (through cluster.watched_scatter, which calls
+    the client's coroutine)."""
     calls = []
-    scatter = executor.client.scatter
-    monkeypatch.setattr(executor.client, "scatter",
+    scatter = executor.client._scatter
+    monkeypatch.setattr(executor.client, "_scatter",
                         lambda data, **kw: calls.append(np.shape(data)) or scatter(data, **kw))
     return calls
 
