@@ -50,7 +50,7 @@ from .nonfinite import NonFiniteError
 from .scheduler.feeds import host_batch
 from .scheduler.taskgraph import Objective
 from .tensor import Parameter, Tensor, tensor_name
-from .trace import Call, Trace, is_training_step, watch
+from .trace import Call, Trace, watch
 from .type import (ACTIVATION, AGGREGATION, NUMPY_DTYPE, ActiMode, AggrMode, CompMode, DataType,
                    LossType, MetricsType, PoolType)
 
@@ -507,15 +507,15 @@ class FFModel:
         fed, mode = self._feeds, self._training
         self._trace.making = True
         try:
-            for piece in self._trace.take():
-                self._feeds, self._training = piece[0].feeds, piece[0].training
-                if is_training_step(piece):
+            for training_step, (first, *_) in self._trace.take():
+                self._feeds, self._training = first.feeds, first.training
+                if training_step:
                     self.train_step()
                     self._perf.print()
+                elif first.name == "forward":
+                    self.forward(training=first.training)
                 else:
-                    {"forward": lambda: self.forward(training=piece[0].training),
-                     "backward": self.backward, "update": self.update,
-                     "zero_gradients": self.zero_gradients}[piece[0].name]()
+                    getattr(self, first.name)()
         finally:
             self._feeds, self._training = fed, mode
             self._trace.making = False

@@ -10,9 +10,9 @@ parallel: deployment.deploy), the copy's weights and optimizer state are restore
 is played again in order (those calls' metrics were counted the first time and are dropped),
 and the call that failed is made again; a worker lost during the recovery starts it over on the
 workers left. Every call to the devices goes through the journal, compile's weight
-initialisation and save_checkpoint's capture too. Every call computes the same numbers given the same weights, batch and counters (dropout masks hash
-the step), so the run goes on as if nothing had been lost, up to the order of floating-point
-sums on a different number of devices.
+initialisation and save_checkpoint's capture too. Every call computes the same numbers given
+the same weights, batch and counters (dropout masks hash the step), so the run goes on as if
+nothing had been lost, up to the order of floating-point sums on a different number of devices.
 
 With no worker left (or no scheduler: scheduler/cluster.py lists no workers then), the last
 copy is written to a checkpoint file, with the optimizer's hyper-parameters as they were when it

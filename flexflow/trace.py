@@ -29,7 +29,7 @@ class Call:
 
     name: str                # forward, zero_gradients, backward or update
     feeds: Mapping           # a copy of the model's fed batches then
-    training: bool | None    # forward's `training` argument
+    training: bool           # the model's mode then (a forward's own `training`, resolved)
 
 
 class Trace:
@@ -40,19 +40,17 @@ class Trace:
         self.calls: list[Call] = []
         self.making = False
 
-    def take(self) -> list[list[Call]]:
-        """The deferred calls, cut into the pieces to make: each training step whole, every
-        other call alone; the trace is then empty (so making them defers nothing again)."""
+    def take(self) -> list[tuple[bool, list[Call]]]:
+        """The deferred calls, cut into the pieces to make, in order, each with whether it is a
+        training step: each training step whole, every other call alone. The trace is then
+        empty (so making them defers nothing again)."""
         calls, self.calls = self.calls, []
         pieces, start = [], 0
         while start < len(calls):
             four = calls[start:start + 4]
-            if is_training_step(four):
-                pieces.append(four)
-                start += 4
-            else:
-                pieces.append([calls[start]])
-                start += 1
+            step = is_training_step(four)
+            pieces.append((step, four if step else [calls[start]]))
+            start += 4 if step else 1
         return pieces
 
 
@@ -65,7 +63,7 @@ def is_training_step(calls: list[Call]) -> bool:
                          for name in ("forward", "backward"))
     same_batches = (forward.feeds.keys() == backward.feeds.keys()
                     and all(backward.feeds[t] is fed for t, fed in forward.feeds.items()))
-    return same_batches and forward.training in (None, True)
+    return same_batches and forward.training
 
 
 _MODELS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # FFConfig -> its models

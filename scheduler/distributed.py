@@ -32,7 +32,7 @@ from typing import Any, Mapping
 
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
-from .actions import Context, IterationState, Load
+from .actions import Context, IterationState, Load, sent_early
 from .allocator import keep_freed_memory
 from .cluster import (FAILED, alive, array_module, check_alive, run_on, watched_gather,
                       watched_scatter, watched_wait)
@@ -56,17 +56,21 @@ class Step:
     position: int                # the group's place in the iteration (orders metric records)
     group: Group
     deliver_to: tuple[int, ...]  # devices with a group that receives from this one
+    early: frozenset[int]        # its tasks whose message is posted at once (actions.sent_early)
 
 
 def programs(groups: list[Group]) -> dict[int, tuple[Step, ...]]:
-    """Each device's groups, in order, with the devices each one's output goes to."""
+    """Each device's groups, in order, with the devices each one's output goes to and the
+    tasks whose message goes as soon as they have run."""
     receivers: dict[str, set[int]] = defaultdict(set)
     for group in groups:
         for source in group.receive_from:
             receivers[source].add(group.device)
     steps: dict[int, list[Step]] = defaultdict(list)
     for position, group in enumerate(groups):
-        steps[group.device].append(Step(position, group, tuple(sorted(receivers[group.name]))))
+        early = frozenset(k for k, task in enumerate(group.tasks) if sent_early(task.action))
+        steps[group.device].append(Step(position, group, tuple(sorted(receivers[group.name])),
+                                        early))
     return {device: tuple(device_steps) for device, device_steps in steps.items()}
 
 
@@ -180,7 +184,7 @@ def _run_iteration(installed: _Device, model_id: str, phases: tuple[str, ...],
             early[dst] += 1
             sent.append(post(worker, peers[dst], [message], model=model_id, device=dst,
                              iteration=iteration.number, source=name, parcels=None))
-        out = run_tasks(ctx, store, step.group, send_early)
+        out = run_tasks(ctx, store, step.group, send_early, step.early)
         metrics = out.pop("metrics", None)
         if metrics:
             records.append((step.position, metrics))

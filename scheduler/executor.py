@@ -10,13 +10,13 @@ device, running its groups: `distributed.py`) must match.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 import numpy
 
 from ..ops.box import Box
 from . import allocator
-from .actions import Context, IterationState, run_timed, sent_early
+from .actions import Context, IterationState, run_timed
 from .feeds import host_batches
 from .fusion import Group, fuse
 from .messages import receive
@@ -33,20 +33,22 @@ def run_group(ctx: Context, store: DeviceStore, group: Group, *incoming) -> dict
 
 
 def run_tasks(ctx: Context, store: DeviceStore, group: Group,
-              send_early: Callable[[int, Any], None] | None = None) -> dict:
+              send_early: Callable[[int, Any], None] | None = None,
+              early: Collection[int] = ()) -> dict:
     """Run `group`'s tasks in order; returns what they emitted: items keyed by destination
-    device, and metric records under "metrics". Given `send_early(device, message)`, the
-    message of each task `actions.sent_early` names goes there at once instead."""
+    device, and metric records under "metrics". The message of each task at a position in
+    `early` (`actions.sent_early` names them) goes to `send_early(device, message)` at once
+    instead."""
     out: dict = {}
-    for task in group.tasks:
-        early = send_early is not None and sent_early(task.action)
-        if early:
+    for index, task in enumerate(group.tasks):
+        early_message = index in early
+        if early_message:
             before = len(out.get(task.action.dst, ()))
         if task.timed:
             run_timed(task.action, store, ctx, out)
         else:
             task.action.run(store, ctx, out)
-        if early and len(out.get(task.action.dst, ())) > before:
+        if early_message and len(out.get(task.action.dst, ())) > before:
             send_early(task.action.dst, out[task.action.dst].pop())
     return out
 

@@ -442,9 +442,10 @@ class _SegmentInfo:
 @dataclass(slots=True)
 class _GroupPart:
     """A segment's tasks in one group, or (assembled over segments) a whole group: the key it
-    is named after (`fusion.naming_key`), its tasks' costs, the bytes it sends, the places it
-    reads from, and its fed tensors. A segment's share holds its reads relative to its base (a dict: an ordered set); a
-    whole group, each segment's reads with that segment's base (a list of (base, reads))."""
+    is named after (`fusion.naming_key`), its tasks' costs, the bytes it sends each device, the
+    places it reads from, its fed tensors and its messages posted early. A segment's share
+    holds its reads relative to its base (a dict: an ordered set); a whole group, each
+    segment's reads with that segment's base (a list of (base, reads))."""
 
     first: TaskKey
     costs: list[float]
@@ -628,8 +629,8 @@ class Simulator:
         for t in segment.tasks:
             cost = self.coster.cost(t, forward_of)
             fed = t.action.tensor if type(t.action) is A.Load else None
-            rows.append(_TaskRow(t.key, t.device, t.deps, cost.ms, cost.sent, cost.to, A.sent_early(t.action),
-                                 isinstance(t.action, EXPORTED), fed))
+            rows.append(_TaskRow(t.key, t.device, t.deps, cost.ms, cost.sent, cost.to,
+                                 A.sent_early(t.action), isinstance(t.action, EXPORTED), fed))
             for device, nbytes in self.memory_model.task(t):
                 if t.key in segment.loads:
                     loads[t.key] = (device, nbytes)

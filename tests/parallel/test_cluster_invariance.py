@@ -4,7 +4,9 @@
 import pytest
 
 from flexflow.scheduler import actions as A
+from flexflow.model import TRAIN_STEP
 from flexflow.scheduler import cluster as cluster_module
+from flexflow.scheduler.distributed import programs
 
 from .cluster import loopback_cluster
 from .models import CASES, MODELS, wide_mlp
@@ -28,6 +30,8 @@ def test_strategy_on_a_real_cluster(scheduler_address, name, kind, n):
 def test_messages_posted_early_give_the_single_device_numbers(scheduler_address, n):
     run = train(wide_mlp, ["--scheduler", scheduler_address, "-ll:gpu", str(n)], "sample", n)
     ff, _ = compiled(wide_mlp, ["-ll:gpu", str(n), "--in-process"], "sample", n)
-    early = [t for t in ff.compiled.executor.taskgraph.tasks if A.sent_early(t.action)]
+    steps = programs(ff.compiled.executor.groups(TRAIN_STEP))
+    early = [step.group.tasks[k] for device_steps in steps.values() for step in device_steps
+             for k in step.early]
     assert {type(t.action) for t in early} == {A.SendWeightGrad, A.SendWeight}
     assert_same_run(run, train(wide_mlp, []))
