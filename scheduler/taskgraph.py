@@ -274,7 +274,7 @@ class TaskGraphBuilder:
         """The graph's segments in a topological order: forward by layer, the loss, backward in
         reverse, each weight box's update right after the backward of the last layer (in
         backward order) that uses it, so that a device's program sends the box's gradient
-        pieces while the rest of its backward runs (`distributed.EARLY_SEND_BYTES`)."""
+        pieces while the rest of its backward runs (`actions.sent_early`)."""
         layers = self.graph.layers
         out = [self._segment(self._forward_key(strategy, layer.index), strategy)
                for layer in layers]
