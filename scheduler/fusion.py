@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from functools import reduce
+from operator import itemgetter
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
@@ -77,7 +78,7 @@ def link(groups: Mapping[Place, tuple[TaskKey, Sequence[tuple[int, Sequence[Plac
     places on other devices its tasks read from, in task order (repeats allowed), as chunks
     (epoch shift, places relative to it): the delta simulation's segments place their tasks
     relative to their inputs' lowest epoch."""
-    ordered = sorted(groups, key=lambda g: (g[1], g[0]))
+    ordered = sorted(groups, key=itemgetter(1, 0))
     index = {g: i for i, g in enumerate(ordered)}
     received: dict[int, set[Place]] = defaultdict(set)  # device -> groups whose output it has
     previous: dict[int, int] = {}

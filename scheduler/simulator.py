@@ -47,7 +47,8 @@ import heapq
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from types import MappingProxyType
+from typing import Mapping, NamedTuple
 
 from ..ops.graph import Graph
 from . import actions as A
@@ -62,6 +63,7 @@ from .taskgraph import (Checks, Objective, Task, TaskGraph, TaskGraphBuilder, Ta
 MB = 1 << 20
 DISPATCH = 3  # the event stage of a device's program reaching it (0-2: a group's stages)
 PENALTY_MS_PER_BYTE = 1.0 / 1e6  # FlexFlow: 1 ms per MB over capacity
+NO_EARLY: Mapping[int, list] = MappingProxyType({})  # a group that posts nothing early
 
 
 @dataclass(slots=True)
@@ -75,8 +77,10 @@ class GroupPlan:
     feeds: float                     # bytes of input batches shipped with it
     receive_from: tuple[int, ...]    # groups whose output it fetches
     after: tuple[int, ...]           # other groups it waits for
-    early: tuple[tuple[float, int, float], ...] = ()  # messages posted as their tasks end
-    #                                  (`actions.sent_early`): (ms into `cost`, device, bytes)
+    early: Mapping[int, list[tuple[float, float]]] = field(
+        default_factory=lambda: NO_EARLY)  # messages posted as their tasks end
+    #                                  (`actions.sent_early`), for each device they go to:
+    #                                  (ms into `cost`, bytes)
     tasks: tuple[Task, ...] = ()     # kept by the full simulation (for DOT export) ...
     task_ms: tuple[float, ...] = ()  # ... with each task's time
 
@@ -223,8 +227,9 @@ class _Schedule:
         for j in plan.receive_from:
             source = self.plans[j]
             route = machine.routes[(source.device, plan.device)]
-            if source.early:
-                arrived = self._early_arrival(j, plan.device, route, stretch)
+            early = source.early.get(plan.device) if source.early else None
+            if early:
+                arrived = self._early_arrival(j, early, route, stretch)
                 if arrived > ready:
                     ready = arrived
             if transfers is None and len(route) == 1 and len(route[0].resources) == 1:
@@ -246,16 +251,18 @@ class _Schedule:
                 ready = arrived
         heapq.heappush(self.events, (ready, i, 1, 0))
 
-    def _early_arrival(self, j: int, device: int, route: Route, stretch: float) -> float:
-        """When what group `j` posted `device` early has arrived: each message leaves when the
-        task that made it ends, at its place in the group's cost scaled to the group's run."""
-        source = self.plans[j]
-        scale = (self.ends[j] - self.starts[j]) / source.cost if source.cost else 0.0
+    def _early_arrival(self, j: int, early: list, route: Route, stretch: float) -> float:
+        """When the messages `early` that group `j` posted one device have arrived: each leaves
+        when the task that made it ends, at its place in the group's cost scaled to the group's
+        run."""
+        source, start = self.plans[j], self.starts[j]
+        scale = (self.ends[j] - start) / source.cost if source.cost else 0.0
         arrived = 0.0
-        for offset, dst, nbytes in source.early:
-            if dst == device:
-                arrived = max(arrived, _transfer(route, nbytes, self.starts[j] + offset * scale,
-                                                 self.free, self.transfers, stretch))
+        for offset, nbytes in early:
+            at = _transfer(route, nbytes, start + offset * scale, self.free, self.transfers,
+                           stretch)
+            if at > arrived:
+                arrived = at
         return arrived
 
     def _run_alone(self, t: float, i: int) -> None:
@@ -441,18 +448,35 @@ class _SegmentInfo:
 
 @dataclass(slots=True)
 class _GroupPart:
-    """A segment's tasks in one group, or (assembled over segments) a whole group: the key it
-    is named after (`fusion.naming_key`), its tasks' costs, the bytes it sends each device, the
-    places it reads from, its fed tensors and its messages posted early. A segment's share
-    holds its reads relative to its base (a dict: an ordered set); a whole group, each
-    segment's reads with that segment's base (a list of (base, reads))."""
+    """Tasks of one group as they are gathered: a segment's (as `_Segment` makes its shares),
+    or a whole group's (assembled from its segments' shares): the key it is named after
+    (`fusion.naming_key`), its tasks' costs, the bytes it sends each device, the places on
+    other devices it reads from, its fed tensors and its messages posted early. A segment's
+    reads are an ordered set relative to its base; a whole group's, a list of (base, reads)."""
 
     first: TaskKey
     costs: list[float]
     sent: dict[int, float]
-    reads: list
+    reads: dict | list
     feeds: dict
     early: list  # messages posted early: (index into costs, device, bytes)
+
+    def share(self, place: tuple[int, int]) -> _Share:
+        return _Share(place, self.first, tuple(self.costs), tuple(self.sent.items()),
+                      tuple(self.reads), tuple(self.feeds), tuple(self.early))
+
+
+class _Share(NamedTuple):
+    """A segment's part of one group, frozen (a tuple: the delta simulation merges every share
+    of every proposal): see `_GroupPart`; `place` and `reads` relative to the segment's base."""
+
+    place: tuple[int, int]
+    first: TaskKey
+    costs: tuple[float, ...]
+    sent: tuple[tuple[int, float], ...]   # (device, bytes)
+    reads: tuple[tuple[int, int], ...]
+    feeds: tuple[int, ...]
+    early: tuple[tuple[int, int, float], ...]
 
 
 @dataclass
@@ -463,7 +487,7 @@ class _SegmentResult:
     and which of its loads earlier segments already made."""
 
     exports: dict[TaskKey, tuple[int, int]]  # key -> (device, epoch) other segments depend on
-    groups: dict[tuple[int, int], _GroupPart]  # never modified once made
+    shares: tuple[_Share, ...]
     memory: list[tuple[int, int]]
 
 
@@ -585,25 +609,26 @@ class Simulator:
                 where.update(result.exports)
             for device, nbytes in result.memory:
                 memory[device] += nbytes
-            for (device, epoch), part in result.groups.items():
-                g = (device, epoch + base)
-                group = groups.get(g)
+            for place, first, costs, sent, reads, feeds, early in result.shares:
+                if base:
+                    place = (place[0], place[1] + base)
+                group = groups.get(place)
                 if group is None:
-                    group = groups[g] = _GroupPart(part.first, [overhead], {}, [], {}, [])
+                    group = groups[place] = _GroupPart(first, [overhead], {}, [], {}, [])
                 elif group.first.kind == LOAD:
-                    group.first = naming_key(group.first, part.first)
-                if part.early:
+                    group.first = naming_key(group.first, first)
+                if early:
                     shift = len(group.costs)
-                    group.early += [(k + shift, d, b) for k, d, b in part.early]
-                group.costs += part.costs
-                if part.sent:
-                    sent = group.sent
-                    for device, nbytes in part.sent.items():
-                        sent[device] = sent.get(device, 0) + nbytes
-                if part.reads:
-                    group.reads.append((base, part.reads))
-                if part.feeds:
-                    group.feeds.update(part.feeds)
+                    group.early += [(k + shift, d, b) for k, d, b in early]
+                group.costs += costs
+                if sent:
+                    merged = group.sent
+                    for device, nbytes in sent:
+                        merged[device] = merged.get(device, 0) + nbytes
+                if reads:
+                    group.reads.append((base, reads))
+                if feeds:
+                    group.feeds.update(dict.fromkeys(feeds))
         return self._finish(_plans(groups, self._feed_bytes), memory)
 
     def _weight_memory(self, strategy: Strategy) -> list[int]:
@@ -668,7 +693,8 @@ class Simulator:
             if row.fed is not None:
                 group.feeds[row.fed] = True
         memory = list(info.memory) + [info.loads[k] for k in info.loads if k not in repeated]
-        return _SegmentResult(exports, groups, memory)
+        return _SegmentResult(exports, tuple(part.share(place) for place, part in groups.items()),
+                              memory)
 
 
 def _add_sent(sent: dict[int, float], nbytes: float, to: tuple[int, ...]) -> None:
@@ -676,13 +702,20 @@ def _add_sent(sent: dict[int, float], nbytes: float, to: tuple[int, ...]) -> Non
         sent[device] = sent.get(device, 0) + nbytes
 
 
-def _early_sends(costs: list[float], early: list) -> tuple:
+def _early_sends(costs: list[float], early: list) -> Mapping[int, list]:
     """`GroupPlan.early` from (index into a group's costs, device, bytes): each message leaves
     when the task at that index ends."""
     if not early:
-        return ()
+        return NO_EARLY
     ends = list(itertools.accumulate(costs))
-    return tuple((ends[k], device, nbytes) for k, device, nbytes in early)
+    by_device: dict[int, list] = {}
+    for k, device, nbytes in early:
+        messages = by_device.get(device)
+        if messages is None:
+            by_device[device] = [(ends[k], nbytes)]
+        else:
+            messages.append((ends[k], nbytes))
+    return by_device
 
 
 def _plans(groups: dict[tuple[int, int], _GroupPart], feed_bytes) -> list[GroupPlan]:

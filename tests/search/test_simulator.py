@@ -92,7 +92,7 @@ def test_a_message_posted_early_leaves_when_its_task_ends():
              task("c", 1, A.Receive(), ("g",))]
     sim = simulate(graph_with((1,)), tasks, 2)
     assert A.sent_early(tasks[0].action)
-    assert sim.plans[0].early == ((1.5, 1, 512 * 512 * 4),) and sim.plans[0].sent == {}
+    assert sim.plans[0].early == {1: [(1.5, 512 * 512 * 4)]} and sim.plans[0].sent == {}
     # d0 runs 2 .. 5.5; the gradient leaves when its task ends (2 + 0.5 + 1) and takes
     # 0.1 + 1048.576 ms; d1's group, ready at 7.5, takes the closing parcel after it
     arrived = 3.5 + 0.1 + 1048.576
