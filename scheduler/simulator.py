@@ -492,7 +492,7 @@ class _SegmentResult:
 
 
 EXPORTED = (A.Forward, A.Backward, A.Loss, A.Load, A.Fill)  # what other segments depend on
-RESULTS_KEPT = 4  # results remembered per segment, for different inputs
+RESULTS_KEPT = 64  # results remembered per segment, for different inputs (~10 MB a 1000 steps)
 
 
 class Simulator:
