@@ -72,12 +72,11 @@ def place_of(device: int, deps: Iterable[TaskKey], places: Mapping[TaskKey, Plac
     return epoch, sources
 
 
-def link(groups: Mapping[Place, tuple[TaskKey, Sequence[tuple[int, Sequence[Place]]]]]
+def link(groups: Mapping[Place, tuple[TaskKey, Iterable[Place]]]
          ) -> tuple[list[Place], list[Link]]:
     """The groups' order and links. `groups`: for each place, its naming task's key and the
-    places on other devices its tasks read from, in task order (repeats allowed), as chunks
-    (epoch shift, places relative to it): the delta simulation's segments place their tasks
-    relative to their inputs' lowest epoch."""
+    places on other devices its tasks read from, each once, in the order its tasks first read
+    them."""
     ordered = sorted(groups, key=itemgetter(1, 0))
     index = {g: i for i, g in enumerate(ordered)}
     received: dict[int, set[Place]] = defaultdict(set)  # device -> groups whose output it has
@@ -85,21 +84,15 @@ def link(groups: Mapping[Place, tuple[TaskKey, Sequence[tuple[int, Sequence[Plac
     links = []
     for g in ordered:
         device = g[0]
-        first, chunks = groups[g]
+        first, sources = groups[g]
         have = received[device]
-        receive_from, after, listed = [], [], set()
-        for shift, places in chunks:
-            for source in places:
-                if shift:
-                    source = (source[0], source[1] + shift)
-                if source in listed:
-                    continue
-                listed.add(source)
-                if source in have:
-                    after.append(index[source])
-                else:
-                    receive_from.append(index[source])
-                    have.add(source)
+        receive_from, after = [], []
+        for source in sources:
+            if source in have:
+                after.append(index[source])
+            else:
+                receive_from.append(index[source])
+                have.add(source)
         if device in previous:
             after.append(previous[device])
         previous[device] = index[g]
@@ -121,7 +114,7 @@ def fuse(tasks: Sequence[Task]) -> list[Group]:
         members[where].append(task)
         reads[where] += sources
     ordered, links = link({g: (reduce(naming_key, (t.key for t in members[g])),
-                               ((0, reads[g]),)) for g in members})
+                               dict.fromkeys(reads[g])) for g in members})
     names = [name for name, _, _ in links]
     return [Group(name, g[0], tuple(members[g]), tuple(names[i] for i in receive_from),
                   tuple(names[i] for i in after))

@@ -48,7 +48,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping, NamedTuple
+from typing import Iterable, Mapping, NamedTuple
 
 from ..ops.graph import Graph
 from . import actions as A
@@ -718,9 +718,24 @@ def _early_sends(costs: list[float], early: list) -> Mapping[int, list]:
     return by_device
 
 
+def _absolute(chunks: list) -> Iterable[tuple[int, int]]:
+    """The places a group reads from, each once in the order of first use, from its segments'
+    (base, reads relative to it)."""
+    if len(chunks) == 1 and not chunks[0][0]:
+        return chunks[0][1]  # one share's reads: unique already
+    places: dict[tuple[int, int], None] = {}
+    for base, reads in chunks:
+        if base:
+            for device, epoch in reads:
+                places[(device, epoch + base)] = None
+        else:
+            places.update(dict.fromkeys(reads))
+    return places
+
+
 def _plans(groups: dict[tuple[int, int], _GroupPart], feed_bytes) -> list[GroupPlan]:
     """Whole groups as the executor fuses them (`fusion.link`)."""
-    ordered, links = link({g: (part.first, part.reads) for g, part in groups.items()})
+    ordered, links = link({g: (part.first, _absolute(part.reads)) for g, part in groups.items()})
     plans = []
     for g, (name, receive_from, after) in zip(ordered, links):
         part = groups[g]
