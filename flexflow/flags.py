@@ -34,32 +34,21 @@ class Flag:
     help: str
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise ValueError("must be positive")
-    return value
+def _checked(kind: str, parse: Callable[[str], float], ok: Callable[[float], bool], rule: str):
+    """A value parser, called `kind` in error messages, that refuses a value breaking `rule`."""
+    def parsed(text: str):
+        value = parse(text)
+        if not ok(value):
+            raise ValueError(rule)
+        return value
+    parsed.__name__ = kind
+    return parsed
 
 
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError("must not be negative")
-    return value
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError("must be finite")
-    return value
-
-
-def _learning_rate(text: str) -> float:
-    value = _finite_float(text)
-    if value < 0:
-        raise ValueError("must be >= 0")
-    return value
+_positive_int = _checked("positive_int", int, lambda v: v > 0, "must be positive")
+_non_negative_int = _checked("non_negative_int", int, lambda v: v >= 0, "must not be negative")
+_finite_float = _checked("finite_float", float, math.isfinite, "must be finite")
+_learning_rate = _checked("learning_rate", _finite_float, lambda v: v >= 0, "must be >= 0")
 
 
 def _size_mb(text: str) -> int:

@@ -87,6 +87,9 @@ def _combined(store, op, layer: int, phase: str, group: tuple[int, ...]):
 
 @dataclass(frozen=True)
 class Forward(Action):
+    """One partition of a layer's forward: reads its input boxes and weights, writes its output
+    boxes and keeps what its backward needs."""
+
     layer: int
     part: int
     out_boxes: tuple[Box, ...]
@@ -130,6 +133,8 @@ class ForwardPartial(Action):
 
 @dataclass(frozen=True)
 class BackwardPartial(Action):
+    """This partition's share of a statistic its reduction group needs before backward."""
+
     layer: int
     part: int
 
@@ -143,6 +148,8 @@ class BackwardPartial(Action):
 
 @dataclass(frozen=True)
 class SendPartial(Action):
+    """A partition's share of a reduction statistic, for another member of its group."""
+
     layer: int
     phase: str
     part: int
@@ -155,6 +162,9 @@ class SendPartial(Action):
 
 @dataclass(frozen=True)
 class Backward(Action):
+    """One partition of a layer's backward: the gradients of its inputs' boxes and of its
+    weights, from its outputs' gradients and what its forward kept."""
+
     layer: int
     part: int
     group: tuple[int, ...] = ()
@@ -198,6 +208,8 @@ class Loss(Action):
 
 @dataclass(frozen=True)
 class Send(Action):
+    """A box of a tensor (its value, or with `grad` its gradient) for the device that reads it."""
+
     tensor: int
     box: Box
     dst: int
