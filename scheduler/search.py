@@ -17,10 +17,12 @@ Random choices come from one `random.Random(seed)`, so a seed gives one result.
 
 from __future__ import annotations
 
+import gc
 import math
 import random
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import product
 from typing import Callable
@@ -123,12 +125,31 @@ def initial_candidates(graph: Graph, num_devices: int, options: SearchOptions,
     return candidates
 
 
+@contextmanager
+def collector_paused():
+    """Python's cyclic garbage collector off for the duration. The simulator's caches grow to
+    millions of long-lived objects, which every full collection walks; a search makes almost no
+    reference cycles (a thousand proposals leave a few dozen objects), so they wait for its end."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def search(simulator: Simulator, options: SearchOptions, imported: Strategy | None = None,
            stream=None, observer: Callable[[float, float], None] | None = None
            ) -> SearchResult:
     """FlexFlow's MCMC over strategies; prints its lines to `stream`. `observer(current_ms,
     best_ms)` is called after each proposal is judged (for plots of the search)."""
-    stream = stream or sys.stdout
+    with collector_paused():
+        return _search(simulator, options, imported, stream or sys.stdout, observer)
+
+
+def _search(simulator: Simulator, options: SearchOptions, imported: Strategy | None, stream,
+            observer: Callable[[float, float], None] | None) -> SearchResult:
     graph = simulator.graph
     num_devices = simulator.num_devices
     space = SearchSpace(graph, num_devices, options)

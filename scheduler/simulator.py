@@ -448,16 +448,16 @@ class _SegmentInfo:
 
 @dataclass(slots=True)
 class _GroupPart:
-    """Tasks of one group as they are gathered: a segment's (as `_Segment` makes its shares),
-    or a whole group's (assembled from its segments' shares): the key it is named after
-    (`fusion.naming_key`), its tasks' costs, the bytes it sends each device, the places on
-    other devices it reads from, its fed tensors and its messages posted early. A segment's
-    reads are an ordered set relative to its base; a whole group's, a list of (base, reads)."""
+    """A segment's tasks in one group while `Simulator._segment` gathers them (frozen into a
+    `_Share` when done): the key the group is named after (`fusion.naming_key`), the tasks'
+    costs, the bytes they send each device, the places on other devices they read from (an
+    ordered set, relative to the segment's base), their fed tensors and their messages posted
+    early."""
 
     first: TaskKey
     costs: list[float]
     sent: dict[int, float]
-    reads: dict | list
+    reads: dict
     feeds: dict
     early: list  # messages posted early: (index into costs, device, bytes)
 
@@ -466,9 +466,11 @@ class _GroupPart:
                       tuple(self.reads), tuple(self.feeds), tuple(self.early))
 
 
-class _Share(NamedTuple):
-    """A segment's part of one group, frozen (a tuple: the delta simulation merges every share
-    of every proposal): see `_GroupPart`; `place` and `reads` relative to the segment's base."""
+@dataclass(frozen=True, slots=True, eq=False)
+class _Share:
+    """A segment's part of one group, frozen: see `_GroupPart`; `place` and `reads` relative to
+    the segment's base. Compared and hashed by identity: whole groups are remembered by the
+    shares they are made of (`Simulator._plans`)."""
 
     place: tuple[int, int]
     first: TaskKey
@@ -477,6 +479,19 @@ class _Share(NamedTuple):
     reads: tuple[tuple[int, int], ...]
     feeds: tuple[int, ...]
     early: tuple[tuple[int, int, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Assembled:
+    """A whole group assembled from its segments' shares: what `fusion.link` and its
+    `GroupPlan` take, the overhead of running it included."""
+
+    first: TaskKey
+    cost: float
+    sent: dict[int, float]
+    feeds: float                         # bytes of input batches shipped with it
+    early: Mapping[int, list]            # `GroupPlan.early`
+    reads: Iterable[tuple[int, int]]     # places on other devices it reads from, in order
 
 
 @dataclass
@@ -493,6 +508,7 @@ class _SegmentResult:
 
 EXPORTED = (A.Forward, A.Backward, A.Loss, A.Load, A.Fill)  # what other segments depend on
 RESULTS_KEPT = 64  # results remembered per segment, for different inputs (~10 MB a 1000 steps)
+ASSEMBLED_KEPT = 16384  # whole groups remembered; all are forgotten when full
 
 
 class Simulator:
@@ -512,6 +528,7 @@ class Simulator:
         self._records: dict[int, list] = {}  # id(segment) -> [segment, info, {inputs: result}]
         self._weights: dict[int, tuple] = {}  # id(weight holders) -> (memory, holders)
         self._where: dict[str, tuple[int, int]] = {}
+        self._assembled: dict[tuple, _Assembled] = {}  # [share, base, ...] -> whole group
 
     @property
     def num_devices(self) -> int:
@@ -582,8 +599,7 @@ class Simulator:
         where, records = self._where, self._records
         made: set[TaskKey] = set()
         memory = list(self._weight_memory(strategy))
-        groups: dict[tuple[int, int], _GroupPart] = {}
-        overhead = self.machine.overheads.task
+        groups: dict[tuple[int, int], list] = {}  # place -> [share, its base, share, ...]
         for segment in self.builder.segments(strategy):
             record = records.get(id(segment))  # segments are memoised: identity is content
             if record is None:
@@ -609,27 +625,63 @@ class Simulator:
                 where.update(result.exports)
             for device, nbytes in result.memory:
                 memory[device] += nbytes
-            for place, first, costs, sent, reads, feeds, early in result.shares:
+            for share in result.shares:
+                place = share.place
                 if base:
                     place = (place[0], place[1] + base)
-                group = groups.get(place)
-                if group is None:
-                    group = groups[place] = _GroupPart(first, [overhead], {}, [], {}, [])
-                elif group.first.kind == LOAD:
-                    group.first = naming_key(group.first, first)
-                if early:
-                    shift = len(group.costs)
-                    group.early += [(k + shift, d, b) for k, d, b in early]
-                group.costs += costs
-                if sent:
-                    merged = group.sent
-                    for device, nbytes in sent:
-                        merged[device] = merged.get(device, 0) + nbytes
-                if reads:
-                    group.reads.append((base, reads))
-                if feeds:
-                    group.feeds.update(dict.fromkeys(feeds))
-        return self._finish(_plans(groups, self._feed_bytes), memory)
+                members = groups.get(place)
+                if members is None:
+                    groups[place] = [share, base]
+                else:
+                    members.append(share)
+                    members.append(base)
+        return self._finish(self._plans(groups), memory)
+
+    def _plans(self, groups: dict[tuple[int, int], list]) -> list[GroupPlan]:
+        """Whole groups as the executor fuses them (`fusion.link`). A group is assembled from
+        its segments' shares once, then remembered for as long as the same shares (which the
+        key keeps alive) make it with the same bases: a proposal changes a few groups."""
+        assembled, cache = {}, self._assembled
+        for g, members in groups.items():
+            key = tuple(members)
+            whole = cache.get(key)
+            if whole is None:
+                if len(cache) >= ASSEMBLED_KEPT:
+                    cache.clear()
+                whole = cache[key] = self._assemble(members)
+            assembled[g] = whole
+        ordered, links = link({g: (whole.first, whole.reads) for g, whole in assembled.items()})
+        plans = []
+        for g, (name, receive_from, after) in zip(ordered, links):
+            whole = assembled[g]
+            plans.append(GroupPlan(name, g[0], whole.cost, whole.sent, whole.feeds, receive_from,
+                                   after, whole.early))
+        return plans
+
+    def _assemble(self, members: list) -> _Assembled:
+        """One group from [share, its segment's base, share, ...], in graph order."""
+        costs, sent, early, reads, feeds = [self.machine.overheads.task], {}, [], {}, {}
+        first = members[0].first
+        for i in range(0, len(members), 2):
+            share, base = members[i], members[i + 1]
+            if first.kind == LOAD:
+                first = naming_key(first, share.first)
+            if share.early:
+                shift = len(costs)
+                early += [(k + shift, d, b) for k, d, b in share.early]
+            costs += share.costs
+            for device, nbytes in share.sent:
+                sent[device] = sent.get(device, 0) + nbytes
+            if base:
+                for device, epoch in share.reads:
+                    reads[(device, epoch + base)] = None
+            else:
+                for place in share.reads:
+                    reads[place] = None
+            for tensor in share.feeds:
+                feeds[tensor] = None
+        return _Assembled(first, math.fsum(costs), sent, self._feed_bytes(feeds),
+                          _early_sends(costs, early), tuple(reads))
 
     def _weight_memory(self, strategy: Strategy) -> list[int]:
         holders = self.builder.weight_devices(strategy)  # memoised: identity is content
@@ -716,33 +768,6 @@ def _early_sends(costs: list[float], early: list) -> Mapping[int, list]:
         else:
             messages.append((ends[k], nbytes))
     return by_device
-
-
-def _absolute(chunks: list) -> Iterable[tuple[int, int]]:
-    """The places a group reads from, each once in the order of first use, from its segments'
-    (base, reads relative to it)."""
-    if len(chunks) == 1 and not chunks[0][0]:
-        return chunks[0][1]  # one share's reads: unique already
-    places: dict[tuple[int, int], None] = {}
-    for base, reads in chunks:
-        if base:
-            for device, epoch in reads:
-                places[(device, epoch + base)] = None
-        else:
-            places.update(dict.fromkeys(reads))
-    return places
-
-
-def _plans(groups: dict[tuple[int, int], _GroupPart], feed_bytes) -> list[GroupPlan]:
-    """Whole groups as the executor fuses them (`fusion.link`)."""
-    ordered, links = link({g: (part.first, _absolute(part.reads)) for g, part in groups.items()})
-    plans = []
-    for g, (name, receive_from, after) in zip(ordered, links):
-        part = groups[g]
-        plans.append(GroupPlan(name, g[0], math.fsum(part.costs), part.sent,
-                               feed_bytes(part.feeds), receive_from, after,
-                               _early_sends(part.costs, part.early)))
-    return plans
 
 
 # ---- export -------------------------------------------------------------------------------------

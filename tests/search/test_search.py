@@ -1,6 +1,7 @@
 """The MCMC search: it finds the best strategy of a space small enough to enumerate, honours
 the flags, is deterministic for a seed, and prints FlexFlow's lines."""
 
+import gc
 import io
 import itertools
 import math
@@ -110,3 +111,25 @@ def test_one_weird_trick_splits_dense_layers_by_features():
             assert degrees == (1, 4)
         else:
             assert degrees == (4,) + (1,) * (len(degrees) - 1)
+
+
+def test_the_collector_waits_for_the_search_and_is_restored(toy):
+    """Full collections walk the simulator's caches; a search runs with the cyclic collector
+    off and leaves it as it found it, also when it fails."""
+    _, simulator = toy
+    during = []
+    search(simulator, SearchOptions(budget=3), stream=io.StringIO(),
+           observer=lambda current, best: during.append(gc.isenabled()))
+    assert during == [False] * 4 and gc.isenabled()
+
+    def failing(current, best):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        search(simulator, SearchOptions(budget=3), stream=io.StringIO(), observer=failing)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        search(simulator, SearchOptions(budget=3), stream=io.StringIO())
+        assert not gc.isenabled()  # a caller's choice is kept
+    finally:
+        gc.enable()
