@@ -175,12 +175,16 @@ def watched_run(client, workers: list[str], during: str, fn, *args) -> dict:
     return _watched(client, client._run(fn, *args, workers=workers), workers, during)
 
 
-def watched_scatter(client, data, workers: list[str], during: str):
-    """`Client.scatter` of `data` to every one of `workers`: its future. The scheduler goes on
-    replicating to a worker that died for as long as it lists it, so the wait is watched as
-    `watched_run`'s is."""
-    return _watched(client, client._scatter(data, workers=workers, broadcast=len(workers) > 1,
-                                            hash=False), workers, during)
+def watched_scatter(client, data, workers: list[str], during: str) -> dict[str, Any]:
+    """`data` scattered to each of `workers` on its own: {worker: its future}. Not
+    `Client.scatter(broadcast=True)`: Dask's replication holds a scheduler-wide lock while it
+    retries, for ever, a worker that died during it, and every later replication waits behind
+    it. The wait is watched as `watched_run`'s is."""
+    async def to_each():
+        futures = await asyncio.gather(*(client._scatter(data, workers=[worker], hash=False)
+                                         for worker in workers))
+        return dict(zip(workers, futures))
+    return _watched(client, to_each(), workers, during)
 
 
 def _watched(client, coroutine, workers: list[str], during: str):

@@ -271,10 +271,12 @@ class DaskExecutor(Executor):
                      if isinstance(task.action, Load)}
             key = f"{steps[0].group.name}-{self.model_id}-{iterations[0].number}"
             run = partial(_run_window, self.model_id, device, phases, clearing, iterations)
+            worker = self.workers[device]
+            mine = {k: feed[worker] if isinstance(feed, dict) else feed
+                    for k, feed in feeds.items() if k[1] in loads}
             layers[key] = MaterializedLayer(
-                {key: (run, {k: feed for k, feed in feeds.items() if k[1] in loads},
-                       list(self.workers))},
-                annotations={"workers": [self.workers[device]], "allow_other_workers": False,
+                {key: (run, mine, list(self.workers))},
+                annotations={"workers": [worker], "allow_other_workers": False,
                              "span": self._span})
         graph = HighLevelGraph(layers, {key: set() for key in layers})
         return self.client.get(graph, list(layers), sync=False)
@@ -291,7 +293,7 @@ class DaskExecutor(Executor):
         takes them: ({tensor: rows}, {tensor: what travels}). For `feeds.Rows` of a data set the
         readers keep, the rows, and the data set (placed once); else the batch, passed with the
         task when small, scattered to the workers that read it when large (Dask keeps large
-        values out of graphs)."""
+        values out of graphs). What is scattered is a {worker: future} map, a copy on each."""
         rows, shipped = {}, {}
         for tensor, workers in readers.items():
             feed = batches[tensor]

@@ -29,8 +29,8 @@ class KeptData:
         self.placed: dict[str, tuple[Any, tuple[str, ...], int]] = {}  # name -> future, where
 
     def place(self, data: DataSet, workers: list[str]):
-        """The future of `data` on `workers`, scattering it there first; None if it does not
-        fit their share."""
+        """The futures of `data` on `workers` ({worker: future}), scattering it there first;
+        None if it does not fit their share."""
         found = self.placed.get(data.name)
         if found is not None and set(workers) <= set(found[1]):
             return found[0]

@@ -2,7 +2,9 @@
 array, and the arrays Keras `fit` trains on, are placed on the workers once, and each batch then
 travels as its rows, with the same training as batches fed one by one."""
 
+import asyncio
 import gc
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -64,12 +66,13 @@ def fed_losses(argv) -> list[float]:
 
 
 def count_scatters(monkeypatch, executor) -> list:
-    """The shapes of what the executor scatters (through cluster.watched_scatter, which calls
-    the client's coroutine)."""
+    """(shape, workers) of what the executor scatters (through cluster.watched_scatter, which
+    calls the client's coroutine once per worker)."""
     calls = []
     scatter = executor.client._scatter
     monkeypatch.setattr(executor.client, "_scatter",
-                        lambda data, **kw: calls.append(np.shape(data)) or scatter(data, **kw))
+                        lambda data, **kw: calls.append((np.shape(data), tuple(kw["workers"])))
+                        or scatter(data, **kw))
     return calls
 
 
@@ -85,7 +88,9 @@ def test_a_loader_s_data_is_placed_once_and_trains_as_fed_batches(scheduler_addr
         for loader in loaders:
             loader.next_batch(ff)
         losses.append(ff.train_step())
-    assert calls == [xs.shape, ys.shape]  # each data set once, for both readers
+    workers = ff.compiled.executor.workers
+    # each data set once, a copy for each of its readers
+    assert sorted(calls) == sorted((a.shape, (w,)) for a in (xs, ys) for w in workers)
     np.testing.assert_allclose(losses, fed_losses(argv), rtol=1e-6)
     np.testing.assert_allclose(losses, fed_losses([]), rtol=1e-5)  # in this process
 
@@ -123,3 +128,28 @@ def test_keras_fit_keeps_its_arrays_on_the_workers_for_the_fit(scheduler_address
             assert model.ffmodel.compiled.executor._kept.placed == {}  # released after fit
     for key in histories[1]:
         np.testing.assert_allclose(histories[0][key], histories[1][key], rtol=1e-5)
+
+
+async def _hold_the_replication_lock(dask_scheduler, seconds):
+    """What a replication that retries a dead worker does: hold the scheduler's replica lock."""
+    async def hold():
+        async with dask_scheduler._replica_lock(("held by a test", object())):
+            await asyncio.sleep(seconds)
+    dask_scheduler._held_by_test = asyncio.ensure_future(hold())
+
+
+def test_uploads_do_not_wait_behind_a_stuck_replication(scheduler_address):
+    """Dask's replication (a scatter with broadcast) holds a scheduler-wide lock, and retries a
+    worker that died during it for ever: every later broadcast waited behind it (a fault-matrix
+    run hung so). An upload is a copy scattered to each worker on its own."""
+    cluster = cluster_module.connect(scheduler_address, 2)
+    cluster.client.run_on_scheduler(_hold_the_replication_lock, seconds=30)
+    array = np.arange(1000.0)
+    with ThreadPoolExecutor(1) as pool:
+        upload = pool.submit(cluster_module.watched_scatter, cluster.client, array,
+                             cluster.workers, "a test upload")
+        copies = upload.result(timeout=15)
+    assert sorted(copies) == sorted(cluster.workers)
+    for worker, future in copies.items():
+        assert cluster.client.who_has([future])[future.key] == (worker,)
+        np.testing.assert_array_equal(future.result(), array)
