@@ -484,7 +484,8 @@ class _Share:
 @dataclass(frozen=True, slots=True)
 class _Assembled:
     """A whole group assembled from its segments' shares: what `fusion.link` and its
-    `GroupPlan` take, the overhead of running it included."""
+    `GroupPlan` take, the overhead of running it included. Shared by the plans of every
+    simulation that finds it (`sent`, `early`): never modified."""
 
     first: TaskKey
     cost: float
