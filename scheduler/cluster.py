@@ -71,9 +71,9 @@ class WorkerLost(RuntimeError):
 def workers_now(client) -> dict[str, dict]:
     """The scheduler's workers but the stalled ones (scheduler/heartbeats.py), asked of the
     scheduler itself: `Client.scheduler_info` returns the client's cached identity, which a
-    periodic refresh may replace meanwhile by one that lists no workers at all. None (an empty
-    mapping) when the scheduler is gone: the client has lost its connection, or the scheduler has not answered
-    for SCHEDULER_WAIT_S."""
+    periodic refresh may replace meanwhile by one that lists no workers at all. No workers (an
+    empty mapping) when the scheduler is gone: the client has lost its connection, or the
+    scheduler has not answered for SCHEDULER_WAIT_S."""
     deadline = time.monotonic() + SCHEDULER_WAIT_S
     while client.status == "running" and time.monotonic() < deadline:
         try:

@@ -26,7 +26,8 @@ class KeptData:
         self.budget = {w: KEPT_SHARE * (limit or UNKNOWN_LIMIT_BYTES)
                        for w, limit in memory_limits.items()}
         self.used: dict[str, int] = defaultdict(int)
-        self.placed: dict[str, tuple[Any, tuple[str, ...], int]] = {}  # name -> future, where
+        # name -> ({worker: future}, the workers, bytes)
+        self.placed: dict[str, tuple[dict[str, Any], tuple[str, ...], int]] = {}
 
     def place(self, data: DataSet, workers: list[str]):
         """The futures of `data` on `workers` ({worker: future}), scattering it there first;
