@@ -9,12 +9,14 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..costs import KernelCall
-from ..machine import GB
-from .cache import CACHE_FORMAT, cache_dir, digest, fingerprint, kind_names, load, store
+from ..machine import GB, MAX_MS, MIN_RATE
+from .cache import (CACHE_FORMAT, MIN_TIMED_MS, Check, cache_dir, digest, exactly, fingerprint,
+                    kind_names, load, number, record, store, table)
 from .timing import device_speed, reference_ms, time_kernels
 
 TIMING_ROUNDS = 5  # timings of the reference kernel that scale the cached kernel times now
 BATCH = 4  # kernels timed per call on a device
+MAX_BYTES = 1 << 62  # a partial result's bytes: beyond any device's memory
 
 
 @dataclass
@@ -58,7 +60,8 @@ def _add_kind(tables: KernelTables, runner, device: int, info: dict,
     """Read, complete and store the cache file of `device`'s kind; add it to `tables`."""
     key, name = tables.keys[device], tables.names[device]
     path = cache_dir() / f"kind-{key}.json"
-    data = load(path) or {"fingerprint": info, "kernels": {}, "partial_bytes": {}}
+    data = (load(path, kind_file(info))
+            or {"fingerprint": info, "kernels": {}, "partial_bytes": {}})
     now = statistics.median(runner.run(device, reference_ms, runner.cpu_only)
                             for _ in range(TIMING_ROUNDS))  # it scales every kernel
     if "peak_gflops" not in data:
@@ -75,6 +78,19 @@ def _add_kind(tables: KernelTables, runner, device: int, info: dict,
     tables.partials.update(data["partial_bytes"])
     slower = now / data["speed_reference_ms"]
     tables.kinds[name] = (data["peak_gflops"] / slower, data["memory_bandwidth_gbs"] / slower)
+
+
+def kind_file(info: dict) -> Check:
+    """What the cache file of the device kind of fingerprint `info` holds: that fingerprint,
+    kernel times as multiples of the reference kernel's (a kernel takes some time), partial
+    results' bytes, and the device's speed with the reference kernel's time when it was
+    measured (which times now are divided by)."""
+    return record({"fingerprint": exactly(info),
+                   "kernels": table(number(0.0, MAX_MS, above=True)),
+                   "partial_bytes": table(number(0, MAX_BYTES, whole=True)),
+                   "peak_gflops": number(MIN_RATE / 1e6),
+                   "memory_bandwidth_gbs": number(MIN_RATE / GB),
+                   "speed_reference_ms": number(MIN_TIMED_MS, MAX_MS)})
 
 
 def _time_missing(runner, device: int, name: str, missing: list[KernelCall], data: dict,

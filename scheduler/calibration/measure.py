@@ -13,15 +13,16 @@ import os
 import pickle
 import statistics
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import partial
 
 from .. import actions as A
 from ..executor import run_group
 from ..fusion import fuse
-from ..machine import GB, Overheads
+from ..machine import GB, MAX_DEVICES, MAX_MS, MIN_RATE, Overheads
 from ..model_probe import ModelProbe
-from .cache import CACHE_FORMAT, CLUSTER_FORMAT, cache_dir, digest, load, store
+from .cache import (CACHE_FORMAT, CLUSTER_FORMAT, MIN_TIMED_MS, Check, cache_dir, digest, exactly,
+                    load, number, record, store)
 from .fit import fit_overheads, theil_sen
 from .machines import LOCAL_BANDWIDTH, probe_machine
 from .probes import action_graph, interleaved_ms, probe_graph, ring_graph, star_graph
@@ -232,6 +233,20 @@ def measure_cluster(runner, stream) -> dict:
             "host": {"latency_ms": 0.0, "bandwidth_gbs": host_bandwidth / GB}}
 
 
+def cluster_file(shape: dict) -> Check:
+    """What the cache file of cluster `shape` holds (`measure_cluster`'s result and the
+    shape): overheads and latencies >= 0 ms, bandwidths and effective cores as the machine
+    model bounds them, the scheduler's pace when measured (which the pace now is divided by)."""
+    ms, rate = number(0.0, MAX_MS), number(MIN_RATE / GB)
+    link = record({"latency_ms": ms, "bandwidth_gbs": rate})
+    return record({"overheads_ms": record({f.name: ms for f in fields(Overheads)}),
+                   "model_probe_ms": number(0.0, MAX_MS, above=True, null=True),
+                   "scheduler_ms": number(MIN_TIMED_MS, MAX_MS),
+                   "cores": number(1, MAX_DEVICES, null=True),
+                   "effective_cores": number(1, MAX_DEVICES), "link": link, "host": link,
+                   "shape": exactly(shape)})
+
+
 def cluster_measurement(runner, kind_keys: list[str], refresh: bool,
                         stream) -> tuple[dict, float]:
     """(the runner's cluster measurement, how much slower the scheduler turns tasks around now
@@ -242,7 +257,7 @@ def cluster_measurement(runner, kind_keys: list[str], refresh: bool,
              "runner": type(runner).__name__, "cache format": CACHE_FORMAT,
              "cluster format": CLUSTER_FORMAT}
     path = cache_dir() / f"cluster-{digest(shape)}.json"
-    cluster = {} if refresh else load(path)
+    cluster = {} if refresh else load(path, cluster_file(shape))
     if cluster:  # the host's load now
         return cluster, scheduler_pace_ms(runner) / cluster["scheduler_ms"]
     cluster = measure_cluster(runner, stream)

@@ -1,11 +1,21 @@
 """Calibration on a shared host: kernels are timed against a reference timed next to them;
 cached scheduler overheads follow the scheduler's pace now; the cores devices get are kept with
-the overheads fitted with them."""
+the overheads fitted with them. The cache is only a cache: a folder that cannot be written, or
+a file of the wrong content, costs a warning and a measurement, never the run."""
+
+import errno
+import io
+import json
+import math
+import os
+import pathlib
+import warnings
 
 import pytest
 
 from flexflow.scheduler import calibration as C
-from flexflow.scheduler.calibration import cache, fit, machines, measure, probes, timing
+from flexflow.scheduler.calibration import cache, fit, kernels, machines, measure, probes, timing
+from flexflow.scheduler.costs import KernelCall
 
 
 @pytest.fixture
@@ -16,7 +26,7 @@ def runner(tmp_path, monkeypatch):
 
 def test_cached_overheads_scale_with_the_scheduler_pace(runner, monkeypatch):
     first = C.calibrate(runner, [], stream=open("/dev/null", "w")).machine
-    cached = cache.load(next(C.cache_dir().glob("cluster-*.json")))
+    cached = json.loads(next(C.cache_dir().glob("cluster-*.json")).read_text())
     # the host has become three times slower at turning tasks around since the measurement
     monkeypatch.setattr(measure, "scheduler_pace_ms", lambda runner: 3 * cached["scheduler_ms"])
     later = C.calibrate(runner, [], stream=open("/dev/null", "w")).machine
@@ -115,6 +125,189 @@ def test_the_calibrated_machine_reproduces_the_real_model_probe(tmp_path, monkey
             machine = C.calibrate(runner, [], stream=open("/dev/null", "w")).machine
         finally:
             cluster_module.disconnect(address)
-    measured = cache.load(next(C.cache_dir().glob("cluster-*.json")))["model_probe_ms"]
+    measured = json.loads(next(C.cache_dir().glob("cluster-*.json")).read_text())[
+        "model_probe_ms"]
     assert measured > 0
     assert ModelProbe(2).simulated_ms(machine) == pytest.approx(measured, rel=0.01)
+
+
+# ---- the cache: folders that cannot be written, files of the wrong content ----------------------
+CALLS = [KernelCall("check|isfinite|(8,)", "check", None, ((8,),), 2.0, 32.0),
+         KernelCall("sum|add|(8,)", "sum", None, ((8,),), 2.0, 96.0)]
+
+
+def calibrated(monkeypatch):
+    """A real calibration of two in-process devices for CALLS (the reference kernel timed once:
+    quicker), the times the cluster was measured, and the CacheWarnings' messages."""
+    monkeypatch.setattr(kernels, "TIMING_ROUNDS", 1)
+    measured = []
+    measure_cluster = measure.measure_cluster
+    monkeypatch.setattr(measure, "measure_cluster",
+                        lambda *args: measured.append(1) or measure_cluster(*args))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = C.calibrate(C.LocalRunner(2, cpu_only=True), CALLS, stream=io.StringIO())
+    return result, len(measured), [str(w.message) for w in caught
+                                   if issubclass(w.category, cache.CacheWarning)]
+
+
+def assert_sane(machine):
+    """Every cost the search reads is a finite number, >= 0 (kernel times and rates > 0), and
+    an iteration simulated on the machine takes a finite, positive time."""
+    from flexflow.ops.graph import Graph
+    from flexflow.scheduler.simulator import Simulator
+
+    def finite(value, low=0.0):
+        return isinstance(value, float) and math.isfinite(value) and value >= low
+    assert all(finite(ms) and ms > 0 for table in machine.costs.values() for ms in table.values())
+    assert all(finite(ms) for ms in vars(machine.overheads).values()), machine.overheads
+    assert all(finite(k.peak_flops) and finite(k.mem_bandwidth, 1.0)
+               for k in machine.kinds.values())
+    for route in [*machine.routes.values(), *machine.host_routes]:
+        assert all(finite(hop.latency) and finite(hop.bandwidth, 1.0) for hop in route)
+    assert machine.cores_per_node is None or finite(float(machine.cores_per_node), 1.0)
+    simulated = Simulator(Graph(), None, machine).simulate_taskgraph(
+        probes.probe_graph((0, 1), 4)).time
+    assert finite(simulated) and simulated > 0
+
+
+@pytest.mark.parametrize("unwritable", ["under a file", "read-only folder", "disk full"])
+def test_a_cache_folder_that_cannot_be_written_warns_once_and_the_run_goes_on(
+        unwritable, tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    if unwritable == "under a file":
+        (tmp_path / "a file").write_text("")
+        folder = tmp_path / "a file" / "cache"
+    elif unwritable == "read-only folder":
+        if os.geteuid() == 0:
+            pytest.skip("root writes into read-only folders")
+        folder.mkdir(mode=0o500)
+    else:
+        def full(path, text):
+            with open(path, "w") as f:
+                f.write(text[:10])
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        monkeypatch.setattr(pathlib.Path, "write_text", full)
+    monkeypatch.setenv(C.CACHE_ENV, str(folder))
+    result, _, warned = calibrated(monkeypatch)
+    assert result.measured == len(CALLS)
+    assert_sane(result.machine)
+    assert len(warned) == 1, warned  # two files (the kind's, the cluster's): one warning
+    assert f"calibration cache folder {folder} cannot be written" in warned[0]
+    error = {"under a file": "Not a directory", "read-only folder": "Permission denied",
+             "disk full": "No space left on device"}[unwritable]
+    assert error in warned[0]
+    assert not list(tmp_path.rglob("*.tmp"))  # no partial file left behind
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    """The cache files a real calibration wrote: {"kind" or "cluster": (name, contents)}."""
+    folder = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(C.CACHE_ENV, str(folder))
+        calibrated(patch)
+    return {path.name.split("-")[0]: (path.name, json.loads(path.read_text()))
+            for path in folder.glob("*.json")}
+
+
+def edit(change):
+    """A corruption: `change` applied to a copy of the file's contents, as JSON text."""
+    def corrupt(data):
+        data = json.loads(json.dumps(data))
+        return json.dumps(change(data) or data)
+    return corrupt
+
+
+def kernel(value):
+    return edit(lambda d: d["kernels"].update({next(iter(d["kernels"])): value}))
+
+
+def key(*path, value=None, drop=False):
+    """A corruption setting (or, with `drop`, deleting) the entry at `path`."""
+    def change(data):
+        holder = data
+        for name in path[:-1]:
+            holder = holder[name]
+        if drop:
+            del holder[path[-1]]
+        else:
+            holder[path[-1]] = value
+    return edit(change)
+
+
+CORRUPT = {  # name: (file, corruption, what the warning says)
+    "kernel time a string": ("kind", kernel("fast"), "is 'fast', expected a number above 0"),
+    "kernel time zero": ("kind", kernel(0), "is 0, expected a number above 0"),
+    "kernel time negative": ("kind", kernel(-0.5), "is -0.5, expected a number above 0"),
+    "kernel time NaN": ("kind", kernel(math.nan), "is nan, expected"),
+    "kernel time infinite": ("kind", kernel(math.inf), "is inf, expected"),
+    "kernel time of 400 digits": ("kind", kernel(10 ** 400), "is 1000000"),
+    "kernel time nested": ("kind", kernel([0.001]), "is [0.001], expected a number"),
+    "kernels a list": ("kind", key("kernels", value=[0.001]), "kernels is [0.001], expected "
+                                                               "an object"),
+    "partial bytes a fraction": ("kind", key("partial_bytes", "x", value=1.5),
+                                 "partial_bytes['x'] is 1.5, expected a whole number"),
+    "reference time zero": ("kind", key("speed_reference_ms", value=0),
+                            "speed_reference_ms is 0, expected a number from 1e-06"),
+    "bandwidth negative": ("kind", key("memory_bandwidth_gbs", value=-14.0),
+                           "memory_bandwidth_gbs is -14.0"),
+    "peak missing": ("kind", key("peak_gflops", drop=True), "top level has keys"),
+    "another kind's fingerprint": ("kind", key("fingerprint", "cpu", value="other"),
+                                   "fingerprint is"),
+    "kind file a list": ("kind", edit(lambda d: [d]), "top level is [{"),
+    "overhead negative": ("cluster", key("overheads_ms", "hop", value=-1e6),
+                          "overheads_ms.hop is -1000000.0, expected a number from 0"),
+    "overhead a string": ("cluster", key("overheads_ms", "task", value="1 ms"),
+                          "overheads_ms.task is '1 ms'"),
+    "overhead NaN": ("cluster", key("overheads_ms", "iteration", value=math.nan),
+                     "overheads_ms.iteration is nan"),
+    "overheads of another key": ("cluster", key("overheads_ms", "lunch", value=1.0),
+                                 "overheads_ms has keys"),
+    "overheads missing a key": ("cluster", key("overheads_ms", "receive", drop=True),
+                                "overheads_ms has keys"),
+    "overheads null": ("cluster", key("overheads_ms", value=None),
+                       "overheads_ms is None, expected an object"),
+    "scheduler pace zero": ("cluster", key("scheduler_ms", value=0), "scheduler_ms is 0"),
+    "scheduler pace tiny": ("cluster", key("scheduler_ms", value=1e-300),
+                            "scheduler_ms is 1e-300"),
+    "cores negative": ("cluster", key("cores", value=-2), "cores is -2, expected a number from "
+                                                          "1 to 1024 or null"),
+    "link bandwidth zero": ("cluster", key("link", "bandwidth_gbs", value=0),
+                            "link.bandwidth_gbs is 0"),
+    "link latency negative": ("cluster", key("link", "latency_ms", value=-5.0),
+                              "link.latency_ms is -5.0"),
+    "link without latency": ("cluster", key("link", "latency_ms", drop=True), "link has keys"),
+    "host a list": ("cluster", key("host", value=[0.0, 1e6]), "host is [0.0, 1000000.0]"),
+    "another cluster's shape": ("cluster", key("shape", "runner", value="DaskRunner"),
+                                "shape is"),
+    "truncated": ("cluster", lambda d: json.dumps(d)[:40], "JSONDecodeError"),
+    "nested 100000 deep": ("cluster", lambda d: "[" * 100000 + "]" * 100000, "RecursionError"),
+    "not UTF-8": ("kind", lambda d: b"\x80{}", "UnicodeDecodeError"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CORRUPT))
+def test_a_cache_file_of_the_wrong_content_is_measured_again_and_overwritten(
+        case, pristine, tmp_path, monkeypatch):
+    """Valid JSON of the wrong types or values (or no JSON): a warning naming the file and what
+    is wrong, that file measured again (the other one still read) and overwritten, and costs
+    that are sane: never an exception, never a negative cost."""
+    which, corrupt, said = CORRUPT[case]
+    for name, data in pristine.values():
+        (tmp_path / name).write_text(json.dumps(data))
+    name, data = pristine[which]
+    bad = corrupt(data)
+    (tmp_path / name).write_bytes(bad if isinstance(bad, bytes) else bad.encode())
+    monkeypatch.setenv(C.CACHE_ENV, str(tmp_path))
+    result, cluster_measured, warned = calibrated(monkeypatch)
+    assert len(warned) == 1 and f"calibration cache file {tmp_path / name} ignored" in warned[0]
+    assert said in warned[0], warned[0]
+    assert (result.measured, cluster_measured) == ((len(CALLS), 0) if which == "kind" else
+                                                   (0, 1))
+    assert_sane(result.machine)
+    check = (kernels.kind_file(pristine["kind"][1]["fingerprint"]) if which == "kind" else
+             measure.cluster_file(pristine["cluster"][1]["shape"]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cache.load(tmp_path / name, check)  # overwritten with what was measured
