@@ -2,7 +2,7 @@
 
 An archive is NumPy's `.npz`: a zip holding one `.npy` file per array. Writing goes to a
 `.partial` file that then replaces the target, so an interrupted save never leaves a truncated
-file where a good one was. Reading never unpickles and never trusts a declared size: each
+file where a good one was, and a failed one leaves no `.partial` either. Reading never unpickles and never trusts a declared size: each
 member's `.npy` header is read first and must declare exactly the shape and dtype the caller
 expects (or, for text, at most a given length) before its data is allocated; a reader may also
 bound the bytes all members declare together; a truncated, corrupt or non-zip file raises the
@@ -16,6 +16,7 @@ import os
 import struct
 import zipfile
 import zlib
+from contextlib import suppress
 from pathlib import Path
 
 import numpy as np
@@ -34,18 +35,26 @@ def write(path, arrays: dict[str, np.ndarray]) -> Path:
 
     The archive is written to `<path>.partial`, flushed to disk (fsync) and renamed over `path`,
     and the folder is then synced (where the system allows it) so that the rename itself
-    survives a crash: after a power loss `path` is the old file or the new one, whole. A
-    `.partial` left by an interrupted save is removed first (whatever it is: a truncated
-    archive, a link), never read and never written through; readers only open `path`."""
+    survives a crash: after a power loss `path` is the old file or the new one, whole. A write
+    that fails (a full disk, an I/O error, an interrupt: any exception) removes its `.partial`
+    and re-raises, leaving the file at `path` as it was. A `.partial` left by a process that
+    died mid-save is removed first (whatever it is: a truncated archive, a link), never read and
+    never written through; readers only open `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     partial.unlink(missing_ok=True)
-    with open(partial, "xb") as f:  # a file object: np.savez would append .npz to a name
-        np.savez(f, **arrays)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(partial, path)
+    f = open(partial, "xb")  # a file object: np.savez would append .npz to a name
+    try:
+        with f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(partial, path)
+    except BaseException:
+        with suppress(OSError):  # the write's own error is the one to report
+            partial.unlink(missing_ok=True)
+        raise
     _sync_folder(path.parent)
     return path
 

@@ -10,8 +10,10 @@ a restore gives the same numbers as training that never stopped.
 `save(path, state, model)` / `load(path, model)` (`FFModel.save_checkpoint` /
 `load_checkpoint`) keep that state in a file: a NumPy `.npz` archive (a zip of `.npy` arrays,
 read with pickling off; see `archive.py`), written atomically to exactly `path` (through
-`<path>.partial`, synced to disk before it is renamed over `path`; a `.partial` an interrupted
-save left behind is removed by the next save and never read), holding
+`<path>.partial`, synced to disk before it is renamed over `path`; a save that fails, by a full
+disk, an I/O error or an interrupt, removes its `.partial`, leaves the checkpoint already at
+`path` untouched and re-raises; a `.partial` left by a process killed mid-save is removed by the
+next save and never read), holding
 
 * `__checkpoint__`: a 0-d string array, JSON metadata:
   `{"format": "flexflow.checkpoint", "version": 1, "step": S, "updates": U, "epoch": E,
@@ -120,7 +122,8 @@ def check_fits(model, state: TrainingState, source: str) -> None:
 def save(path, state: TrainingState, model):
     """Write `state`, captured from `model` (whose layers name the arrays), to `path`, with
     the hyper-parameters of the optimizer as the state captured it (else the model's now).
-    Returns the path."""
+    Returns the path. A write that fails leaves the file at `path` as it was, and no
+    `<path>.partial`, and re-raises (`archive.write`)."""
     check_fits(model, state, "training state")
     layers = model.graph.layers
     arrays, entries = {}, []

@@ -2,6 +2,7 @@
 load_checkpoint files. The oracle is the uninterrupted run of the same script: stopping, restoring
 into a new model (under any strategy) and going on must give its per-step losses and weights."""
 
+import errno
 import io
 import json
 import os
@@ -440,6 +441,41 @@ def test_a_stale_partial_file_is_replaced_by_the_next_save(stale, tmp_path):
     again.load_checkpoint(path)
     for w, saved_w in zip(all_weights(again), all_weights(ff)):
         np.testing.assert_array_equal(w, saved_w)
+
+
+FAILURES = {"disk full": OSError(errno.ENOSPC, "No space left on device"),
+            "I/O error at the sync": OSError(errno.EIO, "Input/output error"),
+            "interrupted": KeyboardInterrupt()}
+
+
+@pytest.mark.parametrize("failure", sorted(FAILURES))
+def test_a_failed_save_leaves_the_old_checkpoint_and_no_partial_file(failure, tmp_path,
+                                                                      monkeypatch):
+    """The write fails part way (the disk fills, the sync fails, ^C): the error reaches the
+    caller, `<path>.partial` is gone, and the checkpoint already at `path` is as it was."""
+    path, partial = tmp_path / "run.ckpt", tmp_path / "run.ckpt.partial"
+    ff, x = build("sgd")
+    ff.save_checkpoint(path)
+    old = path.read_bytes()
+    train(ff, x, 1)  # a state that differs from the saved one
+    error = FAILURES[failure]
+
+    def fail(*args, **keywords):
+        raise error
+
+    def savez_part_way(f, **arrays):
+        f.write(old[:len(old) // 2])
+        fail()
+    if failure == "I/O error at the sync":
+        monkeypatch.setattr(os, "fsync", fail)
+    else:
+        monkeypatch.setattr(np, "savez", savez_part_way)
+    with pytest.raises(type(error)) as raised:
+        ff.save_checkpoint(path)
+    assert raised.value is error
+    assert not partial.exists()
+    assert path.read_bytes() == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.ckpt"]
 
 
 def mutate(sequence: list, rng, tokens) -> list:
