@@ -11,7 +11,9 @@ public parts (graph, flags, optimizer) and of what compile fixed (objective, los
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from . import profiling, report
 from .config import FFConfig, FlagError
@@ -130,9 +132,39 @@ def start_cluster(config: FFConfig):
     return None
 
 
+# the flags of the files written once the work is done (the search, the training), by field
+OUTPUT_FILES = {"export_strategy_file": "--export",
+                "export_strategy_task_graph_file": "--taskgraph",
+                "search_plot_file": "--search-plot", "timeline_file": "--timeline",
+                "profile_file": "--profile"}
+
+
+def check_output_file(path: str, flag: str) -> None:
+    """A FlagError naming `flag` and `path` unless the file can be written there: not a
+    folder; an existing file writable, or else a folder that exists and is writable. Checked
+    before any work, since the file is written only once the work is done."""
+    target = Path(path)
+    folder = target.resolve().parent
+    if target.is_dir():
+        raise FlagError(f"{flag} {path}: is a folder; give the name of a file to write")
+    if target.exists():
+        if not os.access(target, os.W_OK):
+            raise FlagError(f"{flag} {path}: the file exists and is not writable")
+    elif not folder.exists():
+        raise FlagError(f"{flag} {path}: folder {folder} does not exist")
+    elif not folder.is_dir():
+        raise FlagError(f"{flag} {path}: {folder} is not a folder")
+    elif not os.access(folder, os.W_OK | os.X_OK):
+        raise FlagError(f"{flag} {path}: folder {folder} is not writable")
+
+
 def check_diagnostics(config: FFConfig) -> None:
-    """Refuse profiling and picture flags that cannot be honoured, before any work."""
+    """Refuse profiling, picture and output-file flags that cannot be honoured, before any
+    work (the cluster, the calibration, the search)."""
     report.check(config)
+    for field, flag in OUTPUT_FILES.items():
+        if getattr(config, field):
+            check_output_file(getattr(config, field), flag)
     for path, flag in ((config.timeline_file, "--timeline"),
                        (config.search_plot_file, "--search-plot")):
         if path:

@@ -2,6 +2,7 @@
 with the searched strategy in the same run, the calibration cache, and strategies that cannot
 run reported before any work."""
 
+import os
 import re
 
 import pytest
@@ -94,3 +95,66 @@ def test_machine_model_that_does_not_match_the_run_is_reported(tmp_path):
                       "--machine-model-file", "p100-4x4"])
     with pytest.raises(MachineError, match=r"--machine-model-version 1 needs"):
         compile_with(["--in-process", "--budget", "5", "--machine-model-version", "1"])
+
+
+OUTPUT_FLAGS = {"--export": "best.txt", "--taskgraph": "best.dot", "--timeline": "best.png",
+                "--search-plot": "best.png"}
+
+
+def cannot_be_written(tmp_path, name: str, where: str):
+    """An output path that cannot be written, and what the error says of it."""
+    if where == "missing folder":
+        return tmp_path / "no such folder" / name, f"folder {tmp_path / 'no such folder'} does " \
+                                                   f"not exist"
+    if where == "under a file":
+        (tmp_path / "a file").write_text("")
+        return tmp_path / "a file" / name, f"{tmp_path / 'a file'} is not a folder"
+    if where == "a folder":
+        (tmp_path / name).mkdir()
+        return tmp_path / name, "is a folder"
+    if where == "read-only folder":
+        read_only = tmp_path / "read-only"
+        read_only.mkdir(mode=0o500)
+        path, said = read_only / name, f"folder {read_only} is not writable"
+    else:
+        read_only = path = tmp_path / name
+        read_only.write_text("")
+        read_only.chmod(0o400)
+        said = "the file exists and is not writable"
+    if os.access(read_only, os.W_OK):
+        pytest.skip("this process writes into read-only folders and files (root)")
+    return path, said
+
+
+@pytest.mark.parametrize("where", ["missing folder", "under a file", "a folder",
+                                   "read-only folder", "read-only file"])
+@pytest.mark.parametrize("flag", sorted(OUTPUT_FLAGS))
+def test_an_output_file_that_cannot_be_written_is_refused_before_the_search(
+        flag, where, tmp_path, monkeypatch):
+    """The files written once the search is done (--export, --taskgraph, the pictures) are
+    checked at compile, before the calibration and the search (a million proposals here)."""
+    from flexflow.core import FlagError
+    from flexflow.scheduler import planner
+
+    def too_late(*args, **keywords):
+        raise AssertionError("the calibration or the search ran before the paths were checked")
+    monkeypatch.setattr(planner, "calibrate", too_late)
+    monkeypatch.setattr(planner.Planner, "search", too_late)
+    path, said = cannot_be_written(tmp_path, OUTPUT_FLAGS[flag], where)
+    with pytest.raises(FlagError) as error:
+        compile_with(["--in-process", "-ll:gpu", "2", "--budget", "1000000", flag, str(path)])
+    assert str(error.value).startswith(f"{flag} {path}: ") and said in str(error.value)
+
+
+def test_a_profile_report_that_cannot_be_written_is_refused_before_the_cluster_starts(
+        tmp_path, monkeypatch):
+    pytest.importorskip("bokeh")
+    from flexflow import deployment
+    from flexflow.core import FlagError
+
+    def too_late(config):
+        raise AssertionError("a cluster started before --profile's path was checked")
+    monkeypatch.setattr(deployment, "start_cluster", too_late)
+    (tmp_path / "report.html").mkdir()
+    with pytest.raises(FlagError, match=f"--profile {tmp_path / 'report.html'}: .*is a folder"):
+        compile_with(["-ll:gpu", "2", "--profile", str(tmp_path / "report.html")])
