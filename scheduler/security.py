@@ -1,5 +1,5 @@
-"""TLS for the Dask cluster a run uses, for clusters on shared networks (README, "Clusters on
-shared networks (TLS)").
+"""TLS for the Dask cluster a run uses, for clusters on shared networks (docs/clusters.md,
+"Clusters on shared networks (TLS)").
 
 Dask's TLS is mutual: a client of a `tls://` scheduler needs the cluster's CA certificate (to check
 the scheduler and workers) and a certificate of its own with its key (the scheduler checks it).

@@ -6,7 +6,7 @@ size: `x.size(0)`, `x.shape`), which arithmetic nodes then compute with. Layers 
 their nodes; a node that needs helper layers (a reshape around an embedding, the transposes of a
 sequence-first attention) names them `<node>_<purpose>`.
 
-Semantics follow PyTorch where FlexFlow's importer did not (see the README of this package):
+Semantics follow PyTorch where FlexFlow's importer did not (see docs/frontends.md):
 batch norm has no fused ReLU, `SOFTMAX` without a dim uses torch's implicit dim, `SPLIT; n` cuts
 pieces of size n along dim 0 (or the given dim), layer norm is a real layer norm, `expand`
 broadcasts. Where PyTorch's reading gives a model that cannot run, fallbacks.py says what is done

@@ -1,5 +1,5 @@
 """Hostile input: mutated `.ff` (and `.ff.npz` weights), ONNX, strategy, machine-model and
-checkpoint files give either success or the reader's documented error (README, "Errors"), never
+checkpoint files give either success or the reader's documented error (docs/errors.md), never
 another exception, a hang or a crash; malformed flag values name the flag; oversized shapes are
 refused before allocation; no file runs code.
 

@@ -41,7 +41,7 @@ def _write(path: Path, pem: bytes) -> str:
 
 def make_certificates(folder: Path, name: str) -> TLSFiles:
     """A CA called `name` and one certificate it signs for 127.0.0.1, shared by the scheduler,
-    the workers and the client (as the README's commands do)."""
+    the workers and the client (as the commands of docs/clusters.md do)."""
     now = datetime.datetime.now(datetime.timezone.utc)
     valid = dict(not_valid_before=now - datetime.timedelta(minutes=5),
                  not_valid_after=now + datetime.timedelta(days=1))
