@@ -2,11 +2,11 @@
 
 An archive is NumPy's `.npz`: a zip holding one `.npy` file per array. Writing goes to a
 `.partial` file that then replaces the target, so an interrupted save never leaves a truncated
-file where a good one was, and a failed one leaves no `.partial` either. Reading never unpickles and never trusts a declared size: each
-member's `.npy` header is read first and must declare exactly the shape and dtype the caller
-expects (or, for text, at most a given length) before its data is allocated; a reader may also
-bound the bytes all members declare together; a truncated, corrupt or non-zip file raises the
-caller's error type naming the file and the member.
+file where a good one was, and a failed one leaves no `.partial` either. Reading never unpickles
+and never trusts a declared size: each member's `.npy` header is read first and must declare
+exactly the shape and dtype the caller expects (or, for text, at most a given length) before its
+data is allocated; a reader may also bound the bytes all members declare together; a truncated,
+corrupt or non-zip file raises the caller's error type naming the file and the member.
 """
 
 from __future__ import annotations
