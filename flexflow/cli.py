@@ -18,6 +18,7 @@ import re
 import sys
 from typing import Mapping, Sequence
 
+from .launcher import quiet_when_stdout_closes
 from .scheduler.strategy import ParallelConfig
 from .scheduler.strategy_file import read
 
@@ -75,7 +76,7 @@ def compiled_model(script: str, args: Sequence[str]):
     FFModel.compile = compile_and_stop
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     try:
-        launcher.main([script, *args])
+        launcher.launch([script, *args])
     except _Compiled as stop:
         return stop.model
     finally:
@@ -120,6 +121,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The `flexflow` command; a reader that stops early (`| head -1`) ends it silently with
+    status 141 (`launcher.quiet_when_stdout_closes`)."""
+    return quiet_when_stdout_closes(run, argv)
+
+
+def run(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     return args.run(args)
 

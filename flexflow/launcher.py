@@ -17,6 +17,10 @@ Before the script name: `--nocr` (FlexFlow: no control replication; nothing to d
 `--freeze-on-error` and `--backtrace` (its driver's Legion debugging switches; Python prints the
 traceback anyway) are accepted and ignored. `-c CMD` runs a command; no script (or `-`) starts an
 interactive interpreter; `--help` prints FlexFlow's flags and `--version` the version.
+
+A reader that stops early (`flexflow_python script.py | head -1`) ends the run as it ends a C
+program, silently with status 141 (128 + SIGPIPE): `quiet_when_stdout_closes`, which the
+`flexflow` command (cli.py) uses too.
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ import code
 import logging
 import os
 import runpy
+import stat
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from . import config
 
@@ -37,6 +42,7 @@ RUNTIME_PREFIXES = ("-lg:", "-hl:", "-realm:", "-ll:", "-cuda:", "-numa:", "-dm:
 RUNTIME_FLAGS = ("-level", "-logfile")
 IGNORED_OPTIONS = ("--nocr", "--freeze-on-error", "--backtrace")
 USAGE = "usage: flexflow_python [--nocr] (script.py | -c COMMAND | -) [runtime flags] [args]"
+CLOSED_PIPE_STATUS = 141  # 128 + SIGPIPE: what a shell reports of a program the signal ended
 
 
 def is_runtime_flag(token: str) -> bool:
@@ -72,7 +78,51 @@ def note_ignored(runtime: Sequence[str]) -> None:
         log.debug("ignoring runtime flag %s: it has no meaning on Dask", f"{token} {value}".strip())
 
 
+def quiet_when_stdout_closes(command: Callable[[list[str] | None], int],
+                             argv: Sequence[str] | None) -> int:
+    """`command(argv)`'s status (an entry point's body), or `CLOSED_PIPE_STATUS` with nothing
+    printed when its standard output, a pipe, closes under it (`| head -1`). Python's recipe
+    (the signal module's note on SIGPIPE): stdout is pointed at os.devnull, so that the
+    interpreter's last flush at exit does not fail again. Output is flushed here, inside the
+    guard, also when the command ends by SystemExit (a script's sys.exit). A BrokenPipeError
+    while stdout is not a pipe is not stdout's: it propagates."""
+    try:
+        try:
+            status = command(None if argv is None else list(argv))
+        except SystemExit:
+            sys.stdout.flush()
+            raise
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        descriptor = _stdout_pipe()
+        if descriptor is None:
+            raise
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, descriptor)
+        os.close(devnull)
+        return CLOSED_PIPE_STATUS
+
+
+def _stdout_pipe() -> int | None:
+    """The descriptor of standard output if it is a pipe or a socket (what can close under a
+    writer), else None."""
+    try:
+        descriptor = sys.stdout.fileno()
+        mode = os.fstat(descriptor).st_mode
+    except (AttributeError, ValueError, OSError):  # replaced by an object without a file
+        return None
+    return descriptor if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The `flexflow_python` command (`python -m flexflow`)."""
+    return quiet_when_stdout_closes(launch, argv)
+
+
+def launch(argv: list[str] | None) -> int:
+    """Run what the command line (`sys.argv[1:]` when None) names: a script, a command, or an
+    interactive interpreter."""
     args = list(sys.argv[1:] if argv is None else argv)
     _configure_logging()
     runtime, rest = split_runtime_flags(args)

@@ -1,16 +1,22 @@
 """The launcher takes FlexFlow's command line unchanged: runtime flags are filtered as FlexFlow's
 launcher filters them (reference 5.1) yet reach FFConfig, and the script runs as `__main__` with
-its own folder importable, exactly as `python script.py` would run it."""
+its own folder importable, exactly as `python script.py` would run it; a reader that stops early
+(`| head -1`) ends it, and the `flexflow` command, silently with status 141."""
 
+import contextlib
 import json
 import logging
+import os
+import shutil
+import subprocess
 import sys
 import textwrap
 
 import pytest
 
-from flexflow import config, launcher
+from flexflow import cli, config, launcher
 
+from ..examples.runner import SINGLE_THREADED_BLAS
 from .run import TINY_MLP, launch, step_losses
 
 PROBE = textwrap.dedent("""
@@ -113,3 +119,102 @@ def test_launcher_and_plain_python_train_alike():
     assert step_losses(launched) == step_losses(plain)
     assert "script argv: ['-b', '8']" in launched.stdout
     assert "workersPerNode(1)" in launched.stdout
+
+
+# ---- a reader that stops early: `| head -1` -----------------------------------------------------
+MANY_LINES = "for i in range(200000):\n    print('line', i)\n"  # more than a pipe holds
+
+
+def big_strategy(tmp_path):
+    """A strategy file whose table is longer than a pipe holds, and the table's first line."""
+    from flexflow.scheduler import strategy_file
+    from flexflow.scheduler.strategy import ParallelConfig
+
+    path = tmp_path / "big.txt"
+    strategy_file.save({f"Dense_{i}": ParallelConfig((2, 1), (0, 1)) for i in range(5000)},
+                       str(path))
+    return path, "layer       degrees (batch first)  parts  devices"
+
+
+def through_head(command: list[str]) -> tuple[str, str, int]:
+    """`command | head -1` through a real pipe: (what head printed, the command's stderr, the
+    command's exit status)."""
+    writer = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env={**os.environ, **SINGLE_THREADED_BLAS})
+    head = subprocess.Popen(["head", "-1"], stdin=writer.stdout, stdout=subprocess.PIPE)
+    writer.stdout.close()  # head alone reads the pipe
+    first = head.communicate(timeout=60)[0]
+    errors = writer.stderr.read()
+    return first.decode(), errors.decode(), writer.wait(timeout=60)
+
+
+def console_script(name: str) -> str:
+    found = shutil.which(name, path=os.path.dirname(sys.executable)) or shutil.which(name)
+    if found is None:
+        pytest.skip(f"the {name} console script is not installed")
+    return found
+
+
+@pytest.mark.parametrize("entry", ["flexflow_python", "python -m flexflow", "flexflow",
+                                   "python -m flexflow.cli"])
+def test_a_reader_that_stops_early_ends_the_command_silently_with_status_141(entry, tmp_path):
+    if entry in ("flexflow_python", "python -m flexflow"):
+        script = tmp_path / "many_lines.py"
+        script.write_text(MANY_LINES)
+        args, expected = [str(script)], "line 0"
+    else:
+        path, expected = big_strategy(tmp_path)
+        args = ["strategy", "show", str(path)]
+    command = ([sys.executable, "-m", entry.split()[-1]] if entry.startswith("python") else
+               [console_script(entry)])
+    first, errors, status = through_head(command + args)
+    assert first == expected + "\n"
+    assert errors == "" and status == 141
+
+
+@pytest.fixture
+def closed_pipe():
+    """A text stream on a pipe whose reader has gone (the test makes it sys.stdout: pytest's
+    capture sets sys.stdout again between the fixtures and the test)."""
+    read, write = os.pipe()
+    os.close(read)
+    stream = open(write, "w")
+    yield stream
+    with contextlib.suppress(BrokenPipeError):
+        stream.close()
+
+
+@pytest.mark.parametrize("ending", ["a write fails", "the last flush fails at sys.exit",
+                                    "the launcher's script", "flexflow strategy show"])
+def test_a_closed_stdout_gives_status_141_and_leads_stdout_to_devnull(ending, closed_pipe,
+                                                                       tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "stdout", closed_pipe)
+
+    def command(argv):
+        print("line\n" * 100000, end="")  # more than the buffer: written now
+        return 0
+
+    def exits(argv):
+        print("the last line")  # buffered: written by the flush at the exit
+        raise SystemExit(0)
+    if ending == "the launcher's script":
+        status = launcher.main(["-c", "print('line\\n' * 100000)"])
+    elif ending == "flexflow strategy show":
+        status = cli.main(["strategy", "show", str(big_strategy(tmp_path)[0])])
+    else:
+        status = launcher.quiet_when_stdout_closes(
+            command if ending == "a write fails" else exits, [])
+    assert status == launcher.CLOSED_PIPE_STATUS == 141
+    print("more", file=closed_pipe)
+    closed_pipe.flush()  # the interpreter's flush at exit: it cannot fail again
+    assert os.path.samestat(os.fstat(closed_pipe.fileno()), os.stat(os.devnull))
+
+
+def test_statuses_and_other_broken_pipes_pass_through(tmp_path, monkeypatch):
+    assert launcher.quiet_when_stdout_closes(lambda argv: len(argv), ("a", "b")) == 2
+
+    def broken(argv):
+        raise BrokenPipeError("a pipe of the script's own")
+    monkeypatch.setattr(sys, "stdout", open(tmp_path / "out.txt", "w"))  # not a pipe
+    with pytest.raises(BrokenPipeError, match="of the script's own"):
+        launcher.quiet_when_stdout_closes(broken, [])
