@@ -3,8 +3,9 @@
 Kernel times per device kind (kernels.py, timed by timing.py), the executor's overheads, links
 and effective cores per cluster shape (measure.py, from the probes of probes.py fitted by
 fit.py), all cached on disk (cache.py) so that a second run on the same hardware measures
-nothing; the devices are this process or a Dask cluster's workers (runners.py). How it works:
-docs/calibration.md.
+nothing (a cache file of the wrong content, or a folder that cannot be written, is a
+`CacheWarning`: measured again, or not kept); the devices are this process or a Dask cluster's
+workers (runners.py). How it works: docs/calibration.md.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Sequence
 
 from ..costs import KernelCall
 from ..machine import MachineModel
-from .cache import CACHE_ENV, cache_dir, fingerprint
+from .cache import CACHE_ENV, CacheWarning, cache_dir, fingerprint
 from .kernels import kernel_tables
 from .machines import calibrated_machine
 from .measure import cluster_measurement
@@ -23,8 +24,8 @@ from .probes import Probe, interleaved_ms
 from .runners import DaskRunner, LocalRunner
 from .timing import time_kernels
 
-__all__ = ["CACHE_ENV", "Calibration", "DaskRunner", "LocalRunner", "Probe", "cache_dir",
-           "calibrate", "fingerprint", "interleaved_ms", "time_kernels"]
+__all__ = ["CACHE_ENV", "CacheWarning", "Calibration", "DaskRunner", "LocalRunner", "Probe",
+           "cache_dir", "calibrate", "fingerprint", "interleaved_ms", "time_kernels"]
 
 
 @dataclass
