@@ -98,7 +98,7 @@ def _warn_unwritable(folder: Path, error: OSError) -> None:
         warnings.warn(CacheWarning(
             f"calibration cache folder {folder} cannot be written ({error}); going on with the "
             f"values measured now, which the next run measures again (set {CACHE_ENV} to a "
-            f"writable folder to keep them)"), stacklevel=4)
+            f"writable folder to keep them)"), stacklevel=3)
 
 
 # ---- the checks readers declare their files' structure with -------------------------------------
