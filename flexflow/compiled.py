@@ -247,6 +247,7 @@ class CompiledRun:
                 return deploy(self.model, self.objective, self.loss, cluster, strategy, first,
                               previous)
             except WorkerLost as lost:
+                recovery.fatal_if_scheduler_lost(self, lost)
                 recovery.warn_lost(lost, "planning")
                 cluster = recovery.remaining(self, cluster)
                 strategy, first = None, False

@@ -562,8 +562,20 @@ class FFModel:
         loaders = _loader_list(x, y, "fit")
         iterations = self._iterations(loaders[-1])
         run = require_compiled(self, "fit")
+        try:
+            self._fit_epochs(run, loaders, iterations, int(epochs))
+        except KeyboardInterrupt as interrupt:  # (Ctrl-C: say where, for its one-line report)
+            epoch, iteration = run.fit_position
+            interrupt.add_note(f"fit, epoch {epoch + 1} of {int(epochs)} after iteration "
+                               f"{iteration} of {iterations}")
+            raise
+        if run.profiler:
+            run.profiler.print_pending()
+
+    def _fit_epochs(self, run, loaders: list, iterations: int, epochs: int) -> None:
+        """fit's epochs, from the run's resume point on."""
         first_epoch, done = run.resume_point()
-        for epoch in range(first_epoch, int(epochs)):
+        for epoch in range(first_epoch, epochs):
             for loader in loaders:
                 loader.reset()
             self.reset_metrics()
@@ -579,8 +591,6 @@ class FFModel:
                                        iterations)
                     window = []
             run.fit_position = (epoch + 1, 0)
-        if run.profiler:
-            run.profiler.print_pending()
 
     def _train_window(self, window: list[dict], epoch: int, first: int, iterations: int) -> None:
         """Train on the batches of `window`, iterations `first`.. of the `iterations` of `epoch`

@@ -14,9 +14,9 @@ initialisation and save_checkpoint's capture too. Every call computes the same n
 the same weights, batch and counters (dropout masks hash the step), so the run goes on as if
 nothing had been lost, up to the order of floating-point sums on a different number of devices.
 
-With no worker left (or no scheduler: scheduler/cluster.py lists no workers then), the last
-copy is written to a checkpoint file, with the optimizer's hyper-parameters as they were when it
-was taken, and `ClusterLost` says where.
+With no worker left, or no scheduler (`SchedulerLost`), the last copy is written to a
+checkpoint file, with the optimizer's hyper-parameters as they were when it was taken, and
+`ClusterLost` says where.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import warnings
 from typing import Callable
 
 from . import checkpoint
-from .scheduler.cluster import WorkerLost
+from .scheduler.cluster import SchedulerLost, WorkerLost
 
 CALLS_PER_UPDATE = 4  # forward, zero_gradients, backward, update: a low-level loop's iteration
 
@@ -113,6 +113,7 @@ class Journal:
         keeps its counters and position) and play the journal again; a worker lost meanwhile
         starts it over on fewer workers."""
         while True:
+            fatal_if_scheduler_lost(run, lost)
             since = f"update {self.state.updates}" if self.state else "compile"
             warn_lost(lost, f"going back to the training state of {since} and "
                             f"{len(self.calls)} call(s) after it")
@@ -132,6 +133,12 @@ class Journal:
             past(run.executor)
 
 
+def fatal_if_scheduler_lost(run, lost: WorkerLost) -> None:
+    """A lost scheduler leaves nothing to plan again on: save_and_raise at once."""
+    if isinstance(lost, SchedulerLost):
+        save_and_raise(run, str(lost))
+
+
 def warn_lost(lost: WorkerLost, during: str) -> None:
     warnings.warn(WorkerLostWarning(f"{lost}; {during}: planning again on the workers that "
                                     f"remain and going on"), stacklevel=4)
@@ -142,9 +149,18 @@ def remaining(run, cluster):
     was given). None left: save the last copy of the training state and raise ClusterLost."""
     config = run.model.ffconfig
     limit = config.workers_per_node * config.num_nodes if config.scheduler_address else None
-    cluster = cluster.refreshed(limit or None)
+    try:
+        cluster = cluster.refreshed(limit or None)
+    except SchedulerLost as lost:
+        save_and_raise(run, str(lost))
     if cluster.workers:
         return cluster
+    save_and_raise(run, "no Dask worker remains in the cluster")
+
+
+def save_and_raise(run, loss: str):
+    """After the `loss` of the whole cluster: save the last copy of the training state and
+    raise ClusterLost, saying where it went."""
     journal = run.journal
     path = f"flexflow-recovery-{time.strftime('%Y%m%d-%H%M%S')}.npz"
     if journal is not None and journal.state is not None:
@@ -153,5 +169,5 @@ def remaining(run, cluster):
                  f"load it with FFModel.load_checkpoint on a working cluster")
     else:
         where = "there was no copy of the training state to save"
-    print(f"No Dask worker remains; {where}", file=sys.stderr)
-    raise ClusterLost(f"no Dask worker remains in the cluster; {where}")
+    print(f"{loss[0].upper()}{loss[1:]}; {where}", file=sys.stderr)
+    raise ClusterLost(f"{loss}; {where}")

@@ -26,6 +26,7 @@ from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from typing import Any
 
+from . import lifetime
 from .heartbeats import STALL_S, responsive
 from .history import BOUNDED_HISTORY
 from .security import TLSFiles, client_security, local_cluster_tls
@@ -39,6 +40,8 @@ FAILED = ("error", "cancelled")
 # The scheduler of a cluster started here drops a worker it has not heard from for this long
 # (Dask's default is 5 minutes); the client declares one lost sooner (scheduler/heartbeats.py)
 SCHEDULER_OPTIONS = {"worker_ttl": "10s"}
+CLOSE_S = 5.0  # the longest a client or a cluster we started is waited for to close
+CONNECT_S = 10.0  # the longest a scheduler at a given address is waited for to answer
 
 
 @dataclass
@@ -54,9 +57,20 @@ class Cluster:
         return _listed(self.client, limit, self.owned)
 
     def close(self) -> None:
-        self.client.close()
-        if self.owned is not None:
-            self.owned.close()
+        """Close our client, then the cluster we started, each within CLOSE_S: a cluster that
+        does not close in time (its scheduler gone, say) has its processes killed."""
+        try:
+            self.client.close(timeout=CLOSE_S)
+        except Exception:  # the scheduler is gone or does not answer: nothing to wait for
+            pass
+        if self.owned is None:
+            return
+        try:
+            self.owned.close(timeout=CLOSE_S)
+        except Exception:
+            kill = getattr(self.owned, "kill", None)  # (a GPU cluster's workers end with us)
+            if kill is not None:
+                kill()
 
 
 class WorkerLost(RuntimeError):
@@ -68,12 +82,26 @@ class WorkerLost(RuntimeError):
                          f"{during}")
 
 
-def workers_now(client) -> dict[str, dict]:
+class SchedulerLost(WorkerLost):
+    """The run's Dask scheduler is gone (the client lost its connection, or it has not answered
+    for SCHEDULER_WAIT_S), and with it every worker as far as the run can tell."""
+
+    def __init__(self, address: str, during: str):
+        self.workers, self.address = [], address
+        RuntimeError.__init__(self, f"the Dask scheduler {address} was lost during {during} "
+                                    f"(its connection closed, or it did not answer for "
+                                    f"{SCHEDULER_WAIT_S:g} s)")
+
+
+class SchedulerNotFound(ConnectionError):
+    """No Dask scheduler answers at the address a run was given."""
+
+
+def workers_now(client, during: str = "a look at the cluster") -> dict[str, dict]:
     """The scheduler's workers but the stalled ones (scheduler/heartbeats.py), asked of the
     scheduler itself: `Client.scheduler_info` returns the client's cached identity, which a
-    periodic refresh may replace meanwhile by one that lists no workers at all. No workers (an
-    empty mapping) when the scheduler is gone: the client has lost its connection, or the
-    scheduler has not answered for SCHEDULER_WAIT_S."""
+    periodic refresh may replace meanwhile by one that lists no workers at all. SchedulerLost
+    when the scheduler is gone."""
     deadline = time.monotonic() + SCHEDULER_WAIT_S
     while client.status == "running" and time.monotonic() < deadline:
         try:
@@ -82,7 +110,7 @@ def workers_now(client) -> dict[str, dict]:
         except (OSError, TimeoutError):  # asked again, unless the client has lost it
             continue
         return responsive(client, identity["workers"])
-    return {}
+    raise SchedulerLost(client.scheduler.address, during)
 
 
 def _listed(client, limit: int | None, owned=None) -> Cluster:
@@ -93,14 +121,15 @@ def _listed(client, limit: int | None, owned=None) -> Cluster:
     return Cluster(client, workers, owned, [info[w].get("memory_limit") or None for w in workers])
 
 
-def alive(client, workers: list[str]) -> set[str]:
-    """Which of `workers` the scheduler still has."""
-    return set(workers) & set(workers_now(client))
+def alive(client, workers: list[str], during: str = "a look at the cluster") -> set[str]:
+    """Which of `workers` the scheduler still has (SchedulerLost when it is gone)."""
+    return set(workers) & set(workers_now(client, during))
 
 
 def check_alive(client, workers: list[str], during: str, futures: list = ()) -> None:
-    """Raise WorkerLost (after cancelling `futures`) if any of `workers` has left."""
-    lost = set(workers) - alive(client, workers)
+    """Raise WorkerLost (after cancelling `futures`) if any of `workers` has left, or
+    SchedulerLost if the scheduler has."""
+    lost = set(workers) - alive(client, workers, during)
     if lost:
         if futures:
             client.cancel(list(futures))
@@ -148,9 +177,9 @@ def watched_wait(client, futures: list, workers: list[str], during: str) -> None
                     return
             except TimeoutError:
                 check_alive(client, workers, during, futures)
-            except CancelledError:  # Dask lost what a task needed: a worker that held it left
-                check_alive(client, workers, during, futures)
-                raise
+            except (CancelledError, OSError):  # Dask lost what a task needed (a worker that
+                check_alive(client, workers, during, futures)  # held it left), or the
+                raise                                          # connection to the scheduler
 
 
 def watched_gather(client, futures: list, workers: list[str], during: str) -> list:
@@ -163,7 +192,7 @@ def watched_gather(client, futures: list, workers: list[str], during: str) -> li
             return client.sync(client._gather, futures, callback_timeout=WATCH_S)
         except TimeoutError:
             check_alive(client, workers, during, futures)
-        except CancelledError:
+        except (CancelledError, OSError):  # as in watched_wait
             check_alive(client, workers, during, futures)
             raise
 
@@ -251,6 +280,7 @@ def connect(address: str, num_devices: int | None = None, stream=sys.stdout,
         from distributed import Client
 
         security = client_security(address, tls)  # checked before any connection is tried
+        check_scheduler(address, security)
         with dask.config.set(BOUNDED_HISTORY):  # (our client's own logs)
             client = Client(address, security=security, set_as_default=False)
         _STARTED[key] = Cluster(client, [])
@@ -258,6 +288,29 @@ def connect(address: str, num_devices: int | None = None, stream=sys.stdout,
     client = _STARTED[key].client
     client.wait_for_workers(num_devices or 1, timeout=60)
     return _listed(client, num_devices)
+
+
+def check_scheduler(address: str, security=None) -> None:
+    """Refuse, within CONNECT_S, an address where no Dask scheduler answers: `Client()` waits for
+    ever on a server that takes the connection and speaks another protocol."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed.core import rpc
+
+    async def identity() -> dict:
+        args = security.get_connection_args("client") if security else {}
+        async with rpc(address, connection_args=args, timeout=CONNECT_S) as scheduler:
+            return await asyncio.wait_for(scheduler.identity(), CONNECT_S)
+    hint = "start one with `dask scheduler`, or check --scheduler / DASK_SCHEDULER_ADDRESS"
+    with ThreadPoolExecutor(1) as thread:  # (a loop of its own, whatever runs in this thread)
+        try:
+            reply = thread.submit(asyncio.run, identity()).result()
+        except (OSError, asyncio.TimeoutError, ValueError) as error:
+            detail = ": ".join(filter(None, (type(error).__name__, str(error))))
+            raise SchedulerNotFound(f"no Dask scheduler answered at {address} within "
+                                    f"{CONNECT_S:g} s ({detail}); {hint}") from None
+    if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
+        raise SchedulerNotFound(f"{address} answered, but not as a Dask scheduler; {hint}")
 
 
 def start_local(num_devices: int, device_memory_mb: int = 0, stream=sys.stdout,
@@ -281,6 +334,7 @@ def start_local(num_devices: int, device_memory_mb: int = 0, stream=sys.stdout,
                   file=stream)
             owned = _cpu_cluster(num_devices, tls)
         client = Client(owned, set_as_default=False)
+    lifetime.close_on_interrupt(close_all)
     client.wait_for_workers(num_devices if not gpus else min(num_devices, gpus))
     cluster = _listed(client, None, owned)
     print(f"Dask {dashboard(client)}", file=stream)
@@ -289,14 +343,15 @@ def start_local(num_devices: int, device_memory_mb: int = 0, stream=sys.stdout,
 
 
 def _gpu_cluster(num_devices: int, device_memory_mb: int, tls: bool):
-    """A dask_cuda LocalCUDACluster on loopback (its scheduler runs in this process, and its
-    workers get the throwaway certificate from it in memory)."""
+    """A dask_cuda LocalCUDACluster on loopback (its scheduler and nannies run in this process,
+    and its workers get the throwaway certificate from it in memory; they end with this process,
+    Dask's worker processes exiting when their nanny's pipe closes)."""
     from dask_cuda import LocalCUDACluster
     from distributed.security import Security
 
     return LocalCUDACluster(n_workers=num_devices, dashboard_address="127.0.0.1:0",
                             security=Security.temporary() if tls else None,
-                            scheduler_kwargs=SCHEDULER_OPTIONS,
+                            scheduler_kwargs=SCHEDULER_OPTIONS, preload=[lifetime.__name__],
                             **_memory_pools(LocalCUDACluster, device_memory_mb))
 
 
@@ -340,7 +395,8 @@ def single_threaded_blas() -> dict[str, str]:
 
 
 @atexit.register
-def _close_all() -> None:
+def close_all() -> None:
+    """Close every cluster this process connected to or started."""
     for cluster in _STARTED.values():
         try:
             cluster.close()

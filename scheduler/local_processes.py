@@ -2,7 +2,9 @@
 `dask spec` commands on loopback, over TLS with a throwaway certificate unless asked otherwise.
 
 Being commands of their own (as in Dask's SubprocessCluster), they never import the user's
-`__main__`. What such a command is to build travels as JSON on its command line, which every user
+`__main__`. They run in a session of their own, so that a signal to the run's process group
+(Ctrl-C in a terminal, `timeout`) reaches the run alone, which then closes them; and each watches
+the run's process (scheduler/lifetime.py), so that they end with it however it ends. What such a command is to build travels as JSON on its command line, which every user
 of the machine can read (`/proc/PID/cmdline`): so the certificate and its private key are written
 to a folder only this user can read (0700, files 0600, removed when the cluster closes), and the
 commands build our `Scheduler` and `Nanny`, which take that folder's path and load the files into
@@ -17,7 +19,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import dask
@@ -25,6 +26,8 @@ import distributed
 from distributed.deploy.spec import SpecCluster
 from distributed.deploy.subprocess import SubprocessScheduler, SubprocessWorker
 from distributed.security import Security
+
+from . import lifetime
 
 # the PEM text of Security.temporary()'s one certificate, which every role of the cluster shares
 _FILES = {"ca.pem": "tls_ca_file", "cert.pem": "tls_scheduler_cert", "key.pem": "tls_scheduler_key"}
@@ -55,19 +58,30 @@ def folder_security(folder: str | None) -> Security | None:
 
 class Scheduler(distributed.Scheduler):
     """Dask's scheduler, secured by the files in `tls_folder` (if any), with `config` set in its
-    process."""
+    process; it ends when its `owner` does, removing the cluster's `folder`."""
 
-    def __init__(self, *args, tls_folder: str | None = None, config: dict | None = None,
-                 **kwargs):
+    def __init__(self, *args, owner: list, folder: str, tls_folder: str | None = None,
+                 config: dict | None = None, **kwargs):
         dask.config.set(config or {})
+        lifetime.watch(lifetime.Owner.from_option(owner),
+                       lambda: shutil.rmtree(folder, ignore_errors=True))
         super().__init__(*args, security=folder_security(tls_folder), **kwargs)
 
 
 class Nanny(distributed.Nanny):
-    """Dask's nanny (and the worker it starts), secured by the files in `tls_folder` (if any)."""
+    """Dask's nanny (and the worker it starts), secured by the files in `tls_folder` (if any);
+    it ends, with its worker, when its `owner` does."""
 
-    def __init__(self, *args, tls_folder: str | None = None, **kwargs):
+    def __init__(self, *args, owner: list, tls_folder: str | None = None, **kwargs):
+        lifetime.watch(lifetime.Owner.from_option(owner))
         super().__init__(*args, security=folder_security(tls_folder), **kwargs)
+
+
+async def _spec_command(*arguments: str, spec: dict, **options):
+    """A `dask spec` command building `spec`, in a session of its own."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "dask", "spec", *arguments, "--spec", json.dumps(spec),
+        start_new_session=True, **options)
 
 
 class _SchedulerProcess(SubprocessScheduler):
@@ -75,12 +89,19 @@ class _SchedulerProcess(SubprocessScheduler):
     class, which cannot be given a Security)."""
 
     async def _start(self) -> None:
-        spec = {"cls": f"{__name__}.Scheduler", "opts": self.scheduler_kwargs}
-        self.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "dask", "spec", "--spec", json.dumps(spec),
+        self.process = await _spec_command(
+            spec={"cls": f"{__name__}.Scheduler", "opts": self.scheduler_kwargs},
             stderr=asyncio.subprocess.PIPE)
         self.address = await _address_written(Path(self.scheduler_kwargs["scheduler_file"]),
                                               self.process, self.timeout)
+
+
+class _NannyProcess(SubprocessWorker):
+    """A `dask spec` command running our Nanny, in a session of its own."""
+
+    async def _start(self) -> None:
+        self.process = await _spec_command(
+            self.scheduler, spec={"cls": self.worker_class, "opts": self.worker_kwargs})
 
 
 async def _address_written(scheduler_file: Path, process, timeout: float) -> str:
@@ -99,22 +120,25 @@ async def _address_written(scheduler_file: Path, process, timeout: float) -> str
 
 class LocalProcessCluster(SpecCluster):
     """A scheduler and `n_workers` nannies as `dask spec` commands on loopback, over TLS with a
-    certificate of their own when `tls`, all running with the Dask `config` given."""
+    certificate of their own when `tls`, all running with the Dask `config` given, and ending
+    when this process does."""
 
     def __init__(self, n_workers: int, tls: bool, config: dict, scheduler_options: dict,
                  worker_options: dict, **kwargs):
-        self.folder = Path(tempfile.mkdtemp(prefix="flexflow-cluster-"))  # mode 0700
+        owner = lifetime.Owner.this_process()
+        self.folder = lifetime.make_folder(owner)
         try:
             security = Security.temporary() if tls else None
             if security is not None:
                 write_tls_files(self.folder, security)
             shared = {"host": "127.0.0.1", "protocol": "tls" if tls else "tcp",
-                      "tls_folder": str(self.folder) if tls else None}
+                      "tls_folder": str(self.folder) if tls else None,
+                      "owner": owner.as_option()}
             scheduler = {"cls": _SchedulerProcess, "options": {
                 "timeout": START_TIMEOUT_S, "scheduler_kwargs": {
                     **shared, "port": 0, "scheduler_file": str(self.folder / "scheduler.json"),
-                    "config": config, **scheduler_options}}}
-            worker = {"cls": SubprocessWorker, "options": {
+                    "folder": str(self.folder), "config": config, **scheduler_options}}}
+            worker = {"cls": _NannyProcess, "options": {
                 "worker_class": f"{__name__}.Nanny",
                 "worker_kwargs": {**shared, "config": config, **worker_options}}}
             super().__init__(workers=dict.fromkeys(range(n_workers), worker), scheduler=scheduler,
@@ -129,3 +153,12 @@ class LocalProcessCluster(SpecCluster):
             await super()._close()
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+    def kill(self) -> None:
+        """End every process of the cluster at once and remove its folder: for a cluster that
+        did not close in time (its scheduler gone, say)."""
+        processes = [self.scheduler, *self.workers.values()]
+        for process in [getattr(p, "process", None) for p in processes]:
+            if process is not None and process.returncode is None:
+                lifetime.kill_tree(process.pid)
+        shutil.rmtree(self.folder, ignore_errors=True)

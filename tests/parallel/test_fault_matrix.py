@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+import warnings
 from contextlib import contextmanager
 
 import numpy as np
@@ -232,6 +233,9 @@ def test_the_scheduler_lost(monkeypatch, capsys, tmp_path):
         scheduler = victims.client.run_on_scheduler(os.getpid)
         strike_in(monkeypatch, DaskExecutor, "run_window", (scheduler,), signal.SIGKILL, 4,
                   after=0.01)
-        with pytest.warns(WorkerLostWarning), pytest.raises(ClusterLost, match="was saved"):
-            fit_on(address, 2, capsys)
+        with warnings.catch_warnings():  # (nothing is planned again: no WorkerLostWarning)
+            warnings.simplefilter("error", WorkerLostWarning)
+            with pytest.raises(ClusterLost, match=f"the Dask scheduler {address} was lost "
+                                                  f"during .*was saved"):
+                fit_on(address, 2, capsys)
     assert recovered(capsys, tmp_path).compiled.updates == 6

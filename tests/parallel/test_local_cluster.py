@@ -4,16 +4,13 @@ plain with `--plain-cluster`, and with bounded histories; a model's programs sha
 span."""
 
 import io
-import logging
 import os
-import sys
-import types
 
 import dask
 import psutil
 import pytest
 from dask.utils import key_split
-from distributed import Client, LocalCluster
+from distributed import Client
 from distributed.comm.core import CommClosedError
 from distributed.security import Security
 
@@ -24,17 +21,9 @@ from flexflow.scheduler import cluster as cluster_module
 from flexflow.scheduler.history import BOUNDED_HISTORY
 from flexflow.scheduler.security import TLSSettingsError
 
+from ..launcher.scripts import fake_gpus
 from .models import MODELS
 from .test_strategy_invariance import compiled, fit
-
-
-class FakeLocalCUDACluster(LocalCluster):
-    """dask_cuda's LocalCUDACluster as `scheduler/cluster.py` calls it, standing in on CPUs."""
-
-    def __init__(self, n_workers, dashboard_address, security, scheduler_kwargs):
-        super().__init__(n_workers=n_workers, threads_per_worker=1, processes=True,
-                         dashboard_address=dashboard_address, security=security,
-                         scheduler_kwargs=scheduler_kwargs, silence_logs=logging.ERROR)
 
 
 def listening() -> set[tuple[str, int]]:
@@ -58,9 +47,7 @@ def fresh_cluster(request):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(cluster_module, "_STARTED", {})
         if request.param == "gpu":
-            patch.setitem(sys.modules, "dask_cuda",
-                          types.SimpleNamespace(LocalCUDACluster=FakeLocalCUDACluster))
-            patch.setattr(cluster_module, "gpu_count", lambda: 2)
+            fake_gpus.install(patch, cluster_module, 2)
         cluster = cluster_module.start_local(2, stream=io.StringIO())
     yield cluster, listening() - before
     cluster.close()
