@@ -16,21 +16,18 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import sys
-from pathlib import Path
 
 from .config import FFConfig, FlagError
 
 
 def check(config: FFConfig) -> None:
-    """Refuse `--profile` settings that cannot produce a report, naming the reason."""
+    """Refuse `--profile` settings that cannot produce a report, naming the reason (whether
+    the file can be written is deployment.check_output_file's)."""
     if not config.profile_file:
         return
     if config.in_process:
         raise FlagError("--profile needs a Dask scheduler to record the report; drop "
                         "--in-process (one device then runs on a one-worker local cluster)")
-    folder = Path(config.profile_file).resolve().parent
-    if not folder.is_dir():
-        raise FlagError(f"--profile {config.profile_file}: folder {folder} does not exist")
     if importlib.util.find_spec("bokeh") is None:
         raise FlagError("--profile needs the bokeh package to draw Dask's performance report: "
                         "pip install \"flexflow-dask[viz]\"")

@@ -19,13 +19,11 @@ class PlotError(ValueError):
 
 
 def check_path(path: str, flag: str) -> None:
-    """Refuse a picture file name before any work starts."""
+    """Refuse a picture file name before any work starts (whether the file can be written is
+    deployment.check_output_file's)."""
     if Path(path).suffix.lower() not in FORMATS:
         raise PlotError(f"{flag} {path}: pictures are written as {' or '.join(FORMATS)} "
                         f"(chosen by the file name)")
-    folder = Path(path).resolve().parent
-    if not folder.is_dir():
-        raise PlotError(f"{flag} {path}: folder {folder} does not exist")
     figure_class()
 
 

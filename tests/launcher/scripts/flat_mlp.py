@@ -7,20 +7,14 @@ import sys
 import numpy as np
 from flexflow.core import *
 
-from tiny_data import CLASSES, FEATURES, samples
+from tiny_data import compiled_mlp, samples
 
 parser = argparse.ArgumentParser(add_help=False)
 parser.add_argument("--out", required=True)
 path = parser.parse_known_args()[0].out
 print("training starts", flush=True)
 ffconfig = FFConfig()
-ffmodel = FFModel(ffconfig)
-x = ffmodel.create_tensor([ffconfig.batch_size, FEATURES], DataType.DT_FLOAT)
-t = ffmodel.dense(x, 16, ActiMode.AC_MODE_RELU)
-ffmodel.softmax(ffmodel.dense(t, CLASSES))
-ffmodel.compile(optimizer=SGDOptimizer(ffmodel, 0.1),
-                loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
-                metrics=[MetricsType.METRICS_ACCURACY])
+ffmodel, x = compiled_mlp(ffconfig, 0.1)
 xs, ys = samples(ffconfig.batch_size * 6)
 ffmodel.fit(x=ffmodel.create_data_loader(x, xs),
             y=ffmodel.create_data_loader(ffmodel.label_tensor, ys), epochs=2)

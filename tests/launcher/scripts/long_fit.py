@@ -6,7 +6,7 @@ import sys
 
 from flexflow.core import *
 
-from tiny_data import CLASSES, FEATURES, samples
+from tiny_data import compiled_mlp, samples
 
 if "--fake-gpus" in sys.argv:
     import pytest
@@ -19,13 +19,7 @@ if "--fake-gpus" in sys.argv:
 
 def top_level_task():
     ffconfig = FFConfig()
-    ffmodel = FFModel(ffconfig)
-    x = ffmodel.create_tensor([ffconfig.batch_size, FEATURES], DataType.DT_FLOAT)
-    t = ffmodel.dense(x, 16, ActiMode.AC_MODE_RELU)
-    ffmodel.softmax(ffmodel.dense(t, CLASSES))
-    ffmodel.compile(optimizer=SGDOptimizer(ffmodel, 0.01),
-                    loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
-                    metrics=[MetricsType.METRICS_ACCURACY])
+    ffmodel, x = compiled_mlp(ffconfig, 0.01)
     xs, ys = samples(ffconfig.batch_size * 20)
     print("fit starts", flush=True)
     ffmodel.fit(x=ffmodel.create_data_loader(x, xs),
