@@ -5,8 +5,10 @@ their graph and training objective without compiling (planning for machines one 
     alexnet_cifar     the same shape of network at CPU scale: 3x32x32, 4096-wide dense layers
     cifar10_cnn       FlexFlow's CIFAR-10 example CNN: four 3x3 convolutions, dense 512, 3x32x32
     inception_v3      Inception-v3 (Szegedy et al. 2016), 3x299x299
-    resnet101         ResNet-101 (He et al. 2016), 3x224x224, bottleneck blocks 3-4-23-3
+    resnet14_cifar    a CIFAR ResNet with batch norm: basic blocks 2-2-2, 32 to 128 channels
     resnet18_cifar    ResNet-18's basic blocks (2-2-2-2, 64 to 512 channels) on 3x32x32 images
+    resnet50          ResNet-50 as FlexFlow's native resnet.py: bottleneck blocks 3-4-6-3
+    resnet101         ResNet-101 (He et al. 2016), 3x224x224, bottleneck blocks 3-4-23-3
     transformer_lm    a decoder-style language model: embedding, attention blocks, vocab softmax
 """
 
@@ -150,22 +152,39 @@ def _bottleneck(ff, t, width, stride):
     return ff.relu(ff.add(t, shortcut))
 
 
-def resnet101(ff, batch, classes=1000):
+def _bottleneck_resnet(ff, batch, blocks, classes):
+    """An ImageNet ResNet of bottleneck blocks on 3x224x224 images: a 7x7 stem (batch norm,
+    ReLU) and a max pool, four stages of `blocks` blocks (64 to 512 wide, 4x that out), 7x7
+    average pooling, the classifier's softmax."""
     x = ff.create_tensor([batch, 3, 224, 224])
     t = _conv_bn(ff, x, 64, 7, 7, 2, 3, 3)
     t = ff.pool2d(t, 3, 3, 2, 2, 1, 1)
-    for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 23, 2), (512, 3, 2)):
-        for block in range(blocks):
+    for (width, stride), count in zip(((64, 1), (128, 2), (256, 2), (512, 2)), blocks):
+        for block in range(count):
             t = _bottleneck(ff, t, width, stride if block == 0 else 1)
     t = ff.flat(ff.pool2d(t, 7, 7, 1, 1, 0, 0, PoolType.POOL_AVG))
     ff.softmax(ff.dense(t, classes))
     return [x]
 
 
-def _basic_block(ff, t, width, stride):
+def resnet50(ff, batch, classes=10):
+    """The network of examples/native/resnet.py (FlexFlow's native ResNet-50, which reads
+    3x229x229 images; ours and this one 3x224x224): bottleneck blocks 3-4-6-3, a 10-way
+    softmax."""
+    return _bottleneck_resnet(ff, batch, (3, 4, 6, 3), classes)
+
+
+def resnet101(ff, batch, classes=1000):
+    return _bottleneck_resnet(ff, batch, (3, 4, 23, 3), classes)
+
+
+def _basic_block(ff, t, width, stride, shortcut_norm=True):
+    """relu(bn(conv3x3(relu(bn(conv3x3(t))))) + shortcut(t)): the shortcut is `t`, or where the
+    block changes the shape a strided 1x1 convolution, batch-normalised if `shortcut_norm`."""
     if stride != 1 or t.dims[1] != width:
-        shortcut = ff.batch_norm(ff.conv2d(t, width, 1, 1, stride, stride, 0, 0, use_bias=False),
-                                 False)
+        shortcut = ff.conv2d(t, width, 1, 1, stride, stride, 0, 0, use_bias=False)
+        if shortcut_norm:
+            shortcut = ff.batch_norm(shortcut, False)
     else:
         shortcut = t
     t = ff.batch_norm(ff.conv2d(t, width, 3, 3, stride, stride, 1, 1, use_bias=False))
@@ -173,17 +192,33 @@ def _basic_block(ff, t, width, stride):
     return ff.relu(ff.add(t, shortcut))
 
 
+def _cifar_resnet(ff, batch, widths, classes, shortcut_norm):
+    """A CIFAR ResNet of basic blocks: a 3x3 stem (batch norm, ReLU) as wide as the first stage,
+    no pooling, two blocks per stage of `widths` (every stage after the first halving the maps),
+    global average pooling, the classifier's softmax."""
+    x = ff.create_tensor([batch, 3, 32, 32])
+    t = ff.batch_norm(ff.conv2d(x, widths[0], 3, 3, 1, 1, 1, 1, use_bias=False))
+    for stage, width in enumerate(widths):
+        t = _basic_block(ff, t, width, 1 if stage == 0 else 2, shortcut_norm)
+        t = _basic_block(ff, t, width, 1, shortcut_norm)
+    size = t.dims[2]
+    t = ff.flat(ff.pool2d(t, size, size, 1, 1, 0, 0, PoolType.POOL_AVG))
+    ff.softmax(ff.dense(t, classes))
+    return [x]
+
+
 def resnet18_cifar(ff, batch, classes=10):
     """ResNet-18 as it is trained on CIFAR-10: a 3x3 stem without pooling, four stages of two
     basic blocks, global average pooling over the last 4x4 maps."""
-    x = ff.create_tensor([batch, 3, 32, 32])
-    t = ff.batch_norm(ff.conv2d(x, 64, 3, 3, 1, 1, 1, 1, use_bias=False))
-    for width, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-        t = _basic_block(ff, t, width, stride)
-        t = _basic_block(ff, t, width, 1)
-    t = ff.flat(ff.pool2d(t, 4, 4, 1, 1, 0, 0, PoolType.POOL_AVG))
-    ff.softmax(ff.dense(t, classes))
-    return [x]
+    return _cifar_resnet(ff, batch, (64, 128, 256, 512), classes, shortcut_norm=True)
+
+
+def resnet14_cifar(ff, batch, classes=10):
+    """A batch-norm network a CPU trains (bench/vs_ddp.py): He et al.'s CIFAR ResNet with two
+    basic blocks per stage (6n + 2 = 14 layers for n = 2) at twice its widths (32, 64, 128),
+    the shortcuts of stages 2 and 3 strided 1x1 convolutions without batch norm, so 13 batch
+    norms in all (the stem's and two per block); 8x8 maps before the average pooling."""
+    return _cifar_resnet(ff, batch, (32, 64, 128), classes, shortcut_norm=False)
 
 
 def transformer_lm(ff, batch, seq=64, vocab=8192, width=512, heads=8, layers=4):

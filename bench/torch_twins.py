@@ -1,7 +1,7 @@
-"""PyTorch twins of bench/dnn.py's CIFAR networks (`cifar10_cnn`, `alexnet_cifar`), and what both
-frameworks train on in bench/vs_ddp.py: one synthetic CIFAR-shaped batch, SGD with momentum on
-the cross-entropy of the logits (our models end in a softmax trained with the sparse
-cross-entropy, the same loss), and a timer of a run of steps.
+"""PyTorch twins of bench/dnn.py's CIFAR networks (`cifar10_cnn`, `alexnet_cifar`,
+`resnet14_cifar`), and what both frameworks train on in bench/vs_ddp.py: one synthetic
+CIFAR-shaped batch, SGD with momentum on the cross-entropy of the logits (our models end in a
+softmax trained with the sparse cross-entropy, the same loss), and a timer of a run of steps.
 
 Only torch and NumPy are imported here: DistributedDataParallel's ranks import this module in
 fresh processes, and flexflow-dask's imports would slow every start."""
@@ -45,7 +45,41 @@ def _cifar10_cnn():
                          nn.Linear(512, CLASSES))
 
 
-MODULES = {"cifar10_cnn": _cifar10_cnn, "alexnet_cifar": _alexnet_cifar}
+def _resnet14_cifar():
+    """dnn.resnet14_cifar: a 3x3 stem (32 channels, batch norm, ReLU), three stages of two basic
+    blocks (32, 64, 128 channels; stages 2 and 3 start with stride 2 and a strided 1x1
+    convolution as the shortcut, without batch norm), 8x8 average pooling, the classifier.
+    Convolutions without bias, as ours.
+
+    `nn.BatchNorm2d` is what a DDP user has: each replica normalises its batch / N samples by
+    their own statistics. Our batch norm by default takes exact statistics over the whole batch
+    across devices (a cross-partition reduction), which costs messages DDP does not send; an
+    option for statistics per partition (DDP's behaviour) is being added separately."""
+    from torch import nn
+
+    class BasicBlock(nn.Module):
+        def __init__(self, channels_in, width, stride):
+            super().__init__()
+            self.residual = nn.Sequential(
+                nn.Conv2d(channels_in, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width),
+                nn.ReLU(), nn.Conv2d(width, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width))
+            self.shortcut = (nn.Identity() if stride == 1 and channels_in == width
+                             else nn.Conv2d(channels_in, width, 1, stride, bias=False))
+
+        def forward(self, x):
+            return nn.functional.relu(self.residual(x) + self.shortcut(x))
+
+    layers, channels_in = [nn.Conv2d(3, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32),
+                           nn.ReLU()], 32
+    for stage, width in enumerate((32, 64, 128)):
+        layers += [BasicBlock(channels_in, width, 1 if stage == 0 else 2),
+                   BasicBlock(width, width, 1)]
+        channels_in = width
+    return nn.Sequential(*layers, nn.AvgPool2d(8), nn.Flatten(), nn.Linear(128, CLASSES))
+
+
+MODULES = {"cifar10_cnn": _cifar10_cnn, "alexnet_cifar": _alexnet_cifar,
+           "resnet14_cifar": _resnet14_cifar}
 
 
 def module(name: str):

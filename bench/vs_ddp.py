@@ -1,9 +1,12 @@
 """flexflow-dask against what a user would pick instead (PyTorch eager, PyTorch DDP), same cores.
 
-Two networks, FlexFlow's `cifar10_cnn` and the AlexNet-style `alexnet_cifar` (bench/dnn.py, and
-their torch twins in bench/torch_twins.py, checked to have the same parameter count), train on
-one synthetic CIFAR-shaped batch (3x32x32, 10 classes; `--batch`, 64), SGD with momentum, the
-cross-entropy, on N = `--devices` cores' worth of processes and threads:
+Three networks, FlexFlow's `cifar10_cnn`, the AlexNet-style `alexnet_cifar` and the batch-norm
+ResNet `resnet14_cifar` (bench/dnn.py, and their torch twins in bench/torch_twins.py, checked to
+have the same trainable parameter count and output shape), train on one synthetic CIFAR-shaped
+batch (3x32x32, 10 classes; `--batch`, 64), SGD with momentum, the cross-entropy, on N =
+`--devices` cores' worth of processes and threads. On `resnet14_cifar` the systems do not do
+the same work across processes: DDP's batch norms normalise each replica's samples by their own
+statistics, ours by the whole batch's (exact, reduced across devices; see torch_twins.py):
 
     pytorch-eager     1 process, N threads
     pytorch-ddp       DistributedDataParallel, gloo over loopback: N processes x 1 thread, each
@@ -24,7 +27,7 @@ runs in a process group of its own, ended with everything in it (cluster workers
 when it finishes, fails or is interrupted.
 
     python bench/vs_ddp.py [--rounds 5] [--steps 5] [--warmup 2] [--batch 64] [--devices 2]
-                           [--budget 1000] [--models cifar10_cnn alexnet_cifar]
+                           [--budget 1000] [--models cifar10_cnn alexnet_cifar resnet14_cifar]
                            [--systems pytorch-eager pytorch-ddp ours-in-process ours-dp
                             ours-searched]
 """
@@ -51,7 +54,7 @@ from child_processes import end_groups_on_sigterm, run_child  # noqa: E402
 from command_line import command_line  # noqa: E402
 from host_load import StealMeter, describe  # noqa: E402
 
-MODELS = ["cifar10_cnn", "alexnet_cifar"]
+MODELS = ["cifar10_cnn", "alexnet_cifar", "resnet14_cifar"]
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 RESULT = "vs_ddp samples/s: "  # the line of a child's output that carries its figure
 
@@ -133,7 +136,8 @@ SYSTEMS = {
 
 
 def twins(name: str, batch: int) -> dict[str, tuple[int, tuple[int, ...]]]:
-    """Network `name`'s parameter count and output shape, per framework."""
+    """Network `name`'s trainable parameter count and output shape, per framework (a batch
+    norm's running statistics are buffers in both, not parameters)."""
     import dnn
     import torch
 
@@ -142,7 +146,7 @@ def twins(name: str, batch: int) -> dict[str, tuple[int, tuple[int, ...]]]:
     ff = FFModel(FFConfig(argv=[], batch_size=batch))
     getattr(dnn, name)(ff, batch)
     output = ff.graph.tensors[ff.graph.layers[-1].outputs[0]].spec.shape
-    ours = sum(math.prod(spec.shape) for spec in weight_specs(ff).values())
+    ours = sum(math.prod(spec.shape) for spec in weight_specs(ff).values() if spec.trainable)
     net = torch_twins.module(name)
     with torch.no_grad():
         torch_output = tuple(net(torch.zeros(batch, 3, 32, 32)).shape)

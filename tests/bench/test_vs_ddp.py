@@ -22,7 +22,7 @@ def vs_ddp(monkeypatch):
     return vs_ddp
 
 
-@pytest.mark.parametrize("name", ["cifar10_cnn", "alexnet_cifar"])
+@pytest.mark.parametrize("name", ["cifar10_cnn", "alexnet_cifar", "resnet14_cifar"])
 def test_torch_twin_matches_our_network(vs_ddp, name):
     counts = vs_ddp.twins(name, batch=4)
     (ours, our_shape), (theirs, their_shape) = counts["flexflow-dask"], counts["pytorch"]
@@ -53,3 +53,17 @@ def test_a_childs_leftover_processes_are_ended(vs_ddp):
                          "'import time; time.sleep(60)']).pid)")
     pid = int(run_child([sys.executable, "-c", leaves_one_behind], dict(os.environ)))
     assert not _running(pid)
+
+
+def test_resnet14_cifar_has_13_batch_norms_in_both_frameworks(vs_ddp):
+    """The stem's and two per block, none on the shortcuts, in both frameworks."""
+    import dnn
+    import torch_twins
+
+    from flexflow.core import FFConfig, FFModel
+    ff = FFModel(FFConfig(argv=[], batch_size=2))
+    dnn.resnet14_cifar(ff, 2)
+    ours = sum(layer.type_name == "BatchNorm" for layer in ff.graph.layers)
+    theirs = sum(isinstance(m, torch.nn.BatchNorm2d)
+                 for m in torch_twins.module("resnet14_cifar").modules())
+    assert ours == theirs == 13
