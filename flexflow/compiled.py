@@ -49,6 +49,8 @@ class CompiledRun:
         self._step = self._updates = 0
         self.fit_position = (0, 0)
         self._resume_at: tuple[int, int] | None = None
+        self._kept_by_first = kept_by_first_partition(model.graph)
+        self._level = True  # whether every holder of those weights has the first's values
         self._journal: recovery.Journal | None = None
         self._deployment = self._deploy(cluster, strategy, True, previous)
         self._journal = recovery.Journal.for_run(self)
@@ -105,6 +107,7 @@ class CompiledRun:
         """Run `phases` on `state`; returns the metric pieces (timings and the guard's records
         taken out). A run that updates counts an update; `NonFiniteError` if it trained on a
         value that is not finite (flexflow/nonfinite.py)."""
+        self._bring_level(phases, state.training)
         state = self._for_journal(state)
         pieces = self.perform(lambda executor: executor.run(*phases, state=state,
                                                             zero_gradients=zero_gradients))
@@ -128,6 +131,7 @@ class CompiledRun:
         non-finite guard stops is made again alone, after the devices are put back as they
         were before the window and the iterations before it are run again, so it raises as
         it would have."""
+        self._bring_level(phases, training)
         if len(feeds) <= 1:
             for batches in feeds:
                 each(self.run(phases, self.iteration(batches, training), zero_gradients))
@@ -150,6 +154,20 @@ class CompiledRun:
             self._journal.record(window)
         for state, pieces in zip(states, results):
             each(self._finish(phases, pieces, state))
+
+    def _bring_level(self, phases: tuple[str, ...], training: bool) -> None:
+        """Weights that only the first partition of each box keeps current (batch norm's
+        running statistics) go stale on the box's other holders while training runs. Before an
+        inference pass reads them there, every holder gets the first's, read from it (the
+        box's owner): DDP's broadcast_buffers, once per switch from training to inference."""
+        if "forward" not in phases or not self._kept_by_first:
+            return
+        if training:
+            self._level = False
+        elif not self._level:
+            shapes = self._kept_by_first
+            self.perform(lambda executor: executor.set_weights(executor.get_weights(shapes)))
+            self._level = True
 
     def _for_journal(self, state: IterationState) -> IterationState:
         """`state` as the journal keeps it: an attached array may be refilled before a replay,
@@ -251,6 +269,13 @@ class CompiledRun:
                 recovery.warn_lost(lost, "planning")
                 cluster = recovery.remaining(self, cluster)
                 strategy, first = None, False
+
+
+def kept_by_first_partition(graph) -> dict[tuple[int, int], tuple[int, ...]]:
+    """The shape of every weight, by (owner layer, index), that only the first partition of
+    each of its boxes keeps current (`Operator.first_partition_weights`)."""
+    return {(layer.weight_owner, k): layer.weights[k].shape for layer in graph.layers
+            for k in layer.op.first_partition_weights()}
 
 
 def require_compiled(model, what: str) -> CompiledRun:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import textwrap
 import warnings
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -63,6 +64,7 @@ def _size_mb(text: str) -> int:
 
 
 F = Flag
+HELP_WIDTH = 96  # columns of --help's lines
 FLAGS = (
     F(("-e", "--epochs"), "epochs", _positive_int, 1, "epochs (scripts pass it to fit)"),
     F(("-b", "--batch-size"), "batch_size", _positive_int, 64,
@@ -132,6 +134,9 @@ FLAGS = (
     F(("--seed",), "seed", _non_negative_int, 0, "seed of initializers and dropout (ours)"),
     F(("--allow-nonfinite",), "allow_nonfinite", None, False,
       "train on when a loss or gradient is NaN or Inf (ours)"),
+    F(("--per-partition-batch-norm",), "per_partition_batch_norm", None, False,
+      "batch norm statistics per sample partition, as FlexFlow and DDP take them, not the "
+      "whole batch's; the running ones are the first partition's, as DDP's rank 0's (ours)"),
     F(("--recovery-interval",), "recovery_interval", _non_negative_int, 10,
       "updates between copies kept to survive a lost worker, 0: none (ours)"),
     F(("--profile",), "profile_file", str, "", "write Dask's performance report (ours)"),
@@ -252,5 +257,6 @@ def help_text() -> str:
         value = "" if flag.parse is None else " " + flag.field.split("_")[-1].upper()
         default = "" if flag.parse is None else f" (default {flag.default!r})"
         lines.append(f"  {names}{value}")
-        lines.append(f"      {flag.help}{default}")
+        lines += textwrap.wrap(f"{flag.help}{default}", HELP_WIDTH, initial_indent=" " * 6,
+                               subsequent_indent=" " * 6)
     return "\n".join(lines)

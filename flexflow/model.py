@@ -24,7 +24,7 @@ from .metrics import PerfMetrics
 from .op import Op, wrap
 from .ops.attention import MultiHeadAttention
 from .ops.batch_matmul import BatchMatmul
-from .ops.batch_norm import BatchNorm
+from .ops.batch_norm import BatchNorm, take_statistics
 from .ops.cast import Cast
 from .ops.concat import Concat, Split
 from .ops.compare import Compare
@@ -383,6 +383,7 @@ class FFModel:
         if self._comp_mode == CompMode.TRAINING:
             deployment.check_output_batch(self.graph, self._ffconfig.batch_size)
         objective, loss = self._objective_and_loss(loss_type, metrics)
+        take_statistics(self.graph, self._ffconfig.per_partition_batch_norm)
         self._perf = PerfMetrics(metrics)
         deployment.check_diagnostics(self._ffconfig)
         previous = self._compiled.executor if self._compiled is not None else None

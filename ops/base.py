@@ -121,6 +121,12 @@ class Operator:
             total = total + partial
         return total
 
+    def first_partition_weights(self) -> tuple[int, ...]:
+        """The weights (by index) that forward changes and only the first partition of each
+        weight box keeps current (batch norm's running statistics): the box's other holders
+        must be brought level with the first's before an inference pass reads them."""
+        return ()
+
     # ---- cost ---------------------------------------------------------------------------------
     def flops(self, inputs: Sequence[TensorSpec]) -> int:
         """Forward floating-point operations for the whole tensor (backward ~ 2x)."""

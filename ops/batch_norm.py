@@ -4,11 +4,15 @@ Where torch is installed and a partition holds whole channels (no statistic to c
 other partitions) both directions are one ATen call each, plus the ReLU (ops/vendor.py); the
 running buffers are updated in place by that call. Statistics combined across partitions run
 the reference kernels.
+
+Statistics are the whole batch's under every split (the default), or each sample partition's
+(`per_partition`, what `--per-partition-batch-norm` gives every batch norm at compile:
+`take_statistics`), as FlexFlow's cuDNN calls and PyTorch's DDP take them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import vendor
 from .activation import activate_backward
@@ -46,14 +50,30 @@ class BatchNorm(Operator):
     (`reduction_dims`) split through a cross-partition reduction: each partition's forward
     partial is its per-channel (sum x, sum x^2, count) in float64, its backward partial its
     per-channel (sum dy, sum dy * (x - mean)); forward and backward then use the combined sums.
+    With `per_partition` the batch dim is not reduced over: each sample partition normalises
+    with its own samples' statistics (H and W splits still combine theirs, exactly).
+
+    Running statistics: the first partition of each channel box alone updates them (the whole
+    batch's statistics, or with `per_partition` the first sample partition's, as DDP's rank 0
+    whose buffers `broadcast_buffers` gives every replica), so a box is updated once per step
+    however many of its partitions share a device; its other holders are brought level with
+    it before an inference pass reads them (`first_partition_weights`).
     """
 
     relu: bool = True
     eps: float = 1e-5
     momentum: float = 0.1
+    per_partition: bool = False  # statistics per sample partition, not the whole batch's
 
     type_name = "BatchNorm"
-    reduction_dims = (0, 2, 3)  # the dims statistics are taken over
+
+    @property
+    def reduction_dims(self) -> tuple[int, ...]:
+        """The dims statistics are taken over across partitions."""
+        return (2, 3) if self.per_partition else (0, 2, 3)
+
+    def first_partition_weights(self) -> tuple[int, ...]:
+        return (2, 3)  # running_mean, running_var
 
     def infer(self, inputs):
         expect_rank(inputs, 0, (4,), "batch_norm input (NCHW)")
@@ -79,9 +99,10 @@ class BatchNorm(Operator):
         scale, bias, running_mean, running_var = ws
         count = x.size // x.shape[1]
         aten = vendor.aten(xp)
+        keeps = part.training and _first_of_box(part)
         if aten is not None and part.reduced is None:
             self._check_count(part.training, count, x.shape)
-            return self._aten_forward(aten, x, ws, part.training)
+            return self._aten_forward(aten, x, ws, part.training, keeps)
         if part.training:
             if part.reduced is None:
                 mean = _channel_sum(x) / count
@@ -95,9 +116,10 @@ class BatchNorm(Operator):
                 var = xp.maximum(squares / count - mean64 * mean64, 0).astype(x.dtype)
                 centered = x - _per_channel(mean)
             self._check_count(part.training, count, x.shape)
-            running_mean[...] = (1 - self.momentum) * running_mean + self.momentum * mean
-            running_var[...] = ((1 - self.momentum) * running_var
-                                + self.momentum * var * (count / (count - 1)))
+            if keeps:
+                running_mean[...] = (1 - self.momentum) * running_mean + self.momentum * mean
+                running_var[...] = ((1 - self.momentum) * running_var
+                                    + self.momentum * var * (count / (count - 1)))
         else:
             centered, var = x - _per_channel(running_mean), running_var
         inv_std = (1 / xp.sqrt(var + self.eps)).astype(x.dtype)
@@ -113,12 +135,14 @@ class BatchNorm(Operator):
             raise ValueError(f"batch_norm needs more than one value per channel to train, got "
                              f"input shape {shape}")
 
-    def _aten_forward(self, aten, x, ws, training: bool):
+    def _aten_forward(self, aten, x, ws, training: bool, keeps: bool):
+        """ATen's forward; in training it updates the running buffers only where `keeps`
+        (given none, it takes the batch statistics and leaves the buffers alone)."""
         tensor = aten.tensor(x)
         scale, bias, running_mean, running_var = (aten.tensor(w) for w in ws)
-        y, mean, inv_std = aten.ops.native_batch_norm(tensor, scale, bias, running_mean,
-                                                      running_var, training, self.momentum,
-                                                      self.eps)
+        updated = (running_mean, running_var) if keeps or not training else (None, None)
+        y, mean, inv_std = aten.ops.native_batch_norm(tensor, scale, bias, *updated, training,
+                                                      self.momentum, self.eps)
         if self.relu:
             aten.torch.relu_(y)
         return [aten.array(y)], vendor.Saved(aten, (tensor, scale, running_mean, running_var,
@@ -166,3 +190,19 @@ class BatchNorm(Operator):
 
     def flops(self, inputs):
         return 8 * inputs[0].size
+
+
+def _first_of_box(part) -> bool:
+    """Whether `part` is the first partition of its channels' box: it starts at 0 on every dim
+    but the channels'."""
+    return all(start == 0 for d, (start, _) in enumerate(part.out_box.bounds) if d != 1)
+
+
+def take_statistics(graph, per_partition: bool) -> None:
+    """Make every batch norm of `graph` take its statistics per sample partition or over the
+    whole batch (compile applies --per-partition-batch-norm here); its layers are replaced by
+    ones whose operator differs in `per_partition` alone."""
+    for index, layer in enumerate(graph.layers):
+        if isinstance(layer.op, BatchNorm) and layer.op.per_partition != per_partition:
+            graph.layers[index] = replace(layer, op=replace(layer.op,
+                                                            per_partition=per_partition))

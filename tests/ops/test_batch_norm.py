@@ -3,7 +3,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from flexflow.ops.base import Part
 from flexflow.ops.batch_norm import BatchNorm
+from flexflow.ops.box import Box
 from flexflow.ops.spec import DimKind, ShapeError, TensorSpec
 
 from .op_check import ATOL, RTOL, check_partitioned, randn, run_op
@@ -76,6 +78,36 @@ def test_batch_norm_splits_every_dim(relu):
     check_partitioned(op, [x], buffers(6), 1, parts=3)
     for dim in (0, 2, 3):
         check_partitioned(op, [x], buffers(6), dim, parts=2)
+
+
+def test_per_partition_batch_norm_splits_the_batch_without_combining_over_it():
+    """With per-partition statistics only H and W reduce across partitions (exactly); the
+    batch dim is no reduction dim."""
+    op = BatchNorm(per_partition=True)
+    assert op.reduction_dims == (2, 3)
+    x = randn(4, 6, 4, 6, seed=1, scale=2.0) + 3.0
+    for dim in (1, 2, 3):
+        check_partitioned(op, [x], buffers(6), dim, parts=2)
+
+
+@pytest.mark.parametrize("per_partition", [False, True])
+def test_only_the_first_partition_of_a_channel_box_updates_the_running_statistics(
+        per_partition):
+    """The first sample half updates the running buffers with its statistics (torch's update
+    on those samples), the second leaves them alone: a box is updated once however many of its
+    partitions share a device."""
+    op = BatchNorm(per_partition=per_partition)
+    x = randn(4, 3, 2, 2, seed=1, scale=2.0) + 1.0
+    ws = buffers(3)
+    t_mean, t_var = torch.tensor(ws[2]), torch.tensor(ws[3])
+    F.batch_norm(torch.tensor(x[:2]), t_mean, t_var, None, None, True, op.momentum, op.eps)
+    for rows in ((2, 4), (0, 2)):  # the second half first: it must change nothing
+        box = Box((rows, (0, 3), (0, 2), (0, 2)))
+        op.forward(np, [x[slice(*rows)]], ws, Part((box,), (box,), (x.shape,)))
+        if rows == (2, 4):
+            np.testing.assert_array_equal(ws[2:], buffers(3)[2:])
+    np.testing.assert_allclose(ws[2], t_mean.numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(ws[3], t_var.numpy(), rtol=RTOL, atol=ATOL)
 
 
 def test_batch_norm_weights():

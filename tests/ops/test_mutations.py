@@ -114,8 +114,8 @@ def max_as_average(backward):
         "_aten_forward",
         lambda: test_batch_norm.test_batch_norm_matches_torch((4, 3, 5, 6), True, True))
 def running_statistics(forward):
-    def broken(self, aten, x, ws, training):
-        return forward(self, aten, x, ws, False)
+    def broken(self, aten, x, ws, training, keeps):
+        return forward(self, aten, x, ws, False, keeps)
     return broken
 
 

@@ -22,12 +22,15 @@ class Run(NamedTuple):
 
 
 def compiled(build, argv, kind=None, n=1):
+    """The model `build` makes, compiled with `argv` under the strategy of `kind` on n devices
+    (data parallel without one), or `kind(graph)` where it is a function; and its inputs."""
     ff = FFModel(FFConfig(argv=argv, batch_size=BATCH))
     inputs = build(ff)
+    configs = (None if kind is None else kind(ff.graph) if callable(kind)
+               else strategy(kind, ff.graph, n, build.__name__))
     ff.compile(optimizer=SGDOptimizer(ff, lr=0.05, momentum=0.9),
                loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
-               metrics=[MetricsType.METRICS_ACCURACY],
-               strategy=None if kind is None else strategy(kind, ff.graph, n, build.__name__))
+               metrics=[MetricsType.METRICS_ACCURACY], strategy=configs)
     return ff, inputs
 
 
