@@ -40,25 +40,40 @@ MACHINES = ("p100-4x4", "k80-16x4")
 PAPER = "1.3-3.3x (six DNNs, 16 P100s)"
 
 
-def fitting_batch(build, machine):
-    """(per-device batch, graph, objective, simulator, data-parallel simulation): 64, or the
-    largest of 32 and 16 at which data parallelism fits in device memory."""
+def data_parallel(build, machine, per_device):
+    """(graph, objective, simulator, data-parallel simulation) of `build` at `per_device`
+    samples on each of `machine`'s devices."""
     n = machine.num_devices
+    graph, objective = dnn.graph_of(build, per_device * n)
+    simulator = Simulator(graph, objective, machine)
+    return graph, objective, simulator, simulator.simulate(data_parallel_strategy(graph, n))
 
-    def simulated(per_device):
-        graph, objective = dnn.graph_of(build, per_device * n)
-        simulator = Simulator(graph, objective, machine)
-        return graph, objective, simulator, simulator.simulate(data_parallel_strategy(graph, n))
-    per_device, found = 64, simulated(64)
-    for smaller in (32, 16):
+
+def fitting_batch(build, machine, batches=(64, 32, 16)):
+    """(per-device batch, graph, objective, simulator, data-parallel simulation) at the first of
+    `batches` (largest first) at which data parallelism fits in device memory, else at the
+    last. A batch is not simulated where even memory in proportion to the batch (a lower bound:
+    the weights do not shrink with it) would not fit, unless it is the last."""
+    per_device, found = batches[0], data_parallel(build, machine, batches[0])
+    for smaller in batches[1:]:
         baseline = found[3]
         if not baseline.over:
             break
-        if smaller == 32 and any(m * smaller / 64 > c for m, c in zip(baseline.memory,
-                                                                       baseline.capacity)):
-            continue  # even halving everything would not fit: do not simulate it
-        per_device, found = smaller, simulated(smaller)
+        if smaller != batches[-1] and any(m * smaller / per_device > c for m, c in
+                                          zip(baseline.memory, baseline.capacity)):
+            continue  # hopeless: do not simulate it
+        per_device, found = smaller, data_parallel(build, machine, smaller)
     return (per_device, *found)
+
+
+def search_best(simulator, budget):
+    """(simulation of the best strategy, seconds) of a search of `budget` proposals with
+    parameter and attribute parallelism enabled; its printed lines are dropped."""
+    options = SearchOptions(budget, enable_parameter_parallel=True,
+                            enable_attribute_parallel=True)
+    started = time.perf_counter()
+    result = search(simulator, options, stream=io.StringIO())
+    return simulator.simulate(result.best), time.perf_counter() - started
 
 
 def main():
@@ -74,12 +89,7 @@ def main():
             budget = args.budget
             if name in DEEP:
                 budget = args.k80_deep_budget if machine.num_devices > 16 else args.deep_budget
-            options = SearchOptions(budget, enable_parameter_parallel=True,
-                                    enable_attribute_parallel=True)
-            started = time.perf_counter()
-            result = search(simulator, options, stream=io.StringIO())
-            best = simulator.simulate(result.best)
-            seconds = time.perf_counter() - started
+            best, seconds = search_best(simulator, budget)
             fits = "" if not baseline.over else " (data parallelism over memory)"
             rows.append((machine_name, name, per_device, budget, baseline.time, best.time,
                          seconds, fits))
