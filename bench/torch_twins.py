@@ -53,8 +53,8 @@ def _resnet14_cifar():
 
     `nn.BatchNorm2d` is what a DDP user has: each replica normalises its batch / N samples by
     their own statistics. Our batch norm by default takes exact statistics over the whole batch
-    across devices (a cross-partition reduction), which costs messages DDP does not send; an
-    option for statistics per partition (DDP's behaviour) is being added separately."""
+    across devices (a cross-partition reduction), which costs messages DDP does not send;
+    `--per-partition-batch-norm` gives DDP's statistics per sample partition instead."""
     from torch import nn
 
     class BasicBlock(nn.Module):
