@@ -102,11 +102,11 @@ def predict(ff, client, workers, batch, refresh):
     output = graph.tensors[graph.layers[-1].outputs[0]].spec
     loss = loss_function(LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, (), batch,
                         output.size // batch, True)
+    taskgraph = ff.compiled.executor.taskgraph
     options = PlanOptions(SearchOptions(0), refresh_cluster=refresh,
-                          checks=deployment.checks(ff.ffconfig))
+                          checks=deployment.checks(ff.ffconfig, bool(taskgraph.replicated)))
     planner = Planner(graph, ff.objective, len(workers), DaskRunner(client, workers), options,
                       loss, ff.optimizer.rule(), stream=open(os.devnull, "w"))
-    taskgraph = ff.compiled.executor.taskgraph
     return planner.simulate(ff.strategy, taskgraph).time, planner.simulator.machine
 
 

@@ -20,7 +20,7 @@ from .config import FFConfig, FlagError
 from .ops.spec import ShapeError
 from .plots import check_path, search_trace, timeline
 from .scheduler import cluster as cluster_module
-from .scheduler import strategy_file
+from .scheduler import process_groups, strategy_file
 from .scheduler.distributed import DaskExecutor
 from .scheduler.executor import Executor, LocalExecutor
 from .scheduler.actions import Context
@@ -60,15 +60,16 @@ def deploy(model, objective: Objective, loss, cluster, strategy: dict | None, fi
         what = f"the strategy of {config.import_strategy_file}"
     runner = runner_for(cluster, num_devices, config.cpu_only)
     memory = gpu_memory(config, runner)
+    graph_checks = checks(config, uses_collectives(config, cluster))
     planner = Planner(model.graph, objective, num_devices, runner,
-                      replace(plan_options(config, first), device_memory=memory), loss,
-                      update_rule(model.optimizer))
+                      replace(plan_options(config, first, graph_checks), device_memory=memory),
+                      loss, update_rule(model.optimizer))
     trace = search_trace.SearchTrace() if first and config.search_plot_file else None
     if config.search_budget > 0:
         strategy = _search(config, planner, strategy, trace)
         what = "the searched strategy"
     strategy = dict(strategy or data_parallel_strategy(model.graph, num_devices))
-    taskgraph = build_task_graph(model.graph, strategy, num_devices, objective, checks(config))
+    taskgraph = build_task_graph(model.graph, strategy, num_devices, objective, graph_checks)
     planner.finish(strategy, taskgraph, capacities(runner, memory), what,
                    config.export_strategy_file if first else "")
     if previous is not None:
@@ -83,16 +84,19 @@ def deploy(model, objective: Objective, loss, cluster, strategy: dict | None, fi
     ctx = Context(model.graph, loss)
     if cluster:
         executor = DaskExecutor(taskgraph, ctx, cluster.client, cluster.workers, config.cpu_only,
-                                cluster.memory)
+                                cluster.memory, graph_checks.collectives)
     else:
         executor = LocalExecutor(taskgraph, ctx, num_devices,
                                  cluster_module.array_module(config.cpu_only))
     return Deployment(strategy, taskgraph, executor, profiler, cluster)
 
 
-def plan_options(config: FFConfig, first: bool = True) -> PlanOptions:
-    """The search and machine-model flags, for the planner. After a lost worker (`first`
-    False) the machine-model file no longer describes the devices: calibrate what remains."""
+def plan_options(config: FFConfig, first: bool = True, graph_checks: Checks | None = None
+                 ) -> PlanOptions:
+    """The search and machine-model flags, for the planner, which simulates task graphs
+    built with `graph_checks` (those of the run in this process by default). After a lost
+    worker (`first` False) the machine-model file no longer describes the devices: calibrate
+    what remains."""
     search = SearchOptions(config.search_budget, config.search_alpha,
                            config.enable_sample_parallel, config.enable_parameter_parallel,
                            config.enable_attribute_parallel, config.seed)
@@ -100,7 +104,7 @@ def plan_options(config: FFConfig, first: bool = True) -> PlanOptions:
                              if first else (0, ""))
     return PlanOptions(search, version, machine_file, config.device_memory_mb << 20,
                        config.export_strategy_task_graph_file if first else "",
-                       config.cpu_only, checks=checks(config))
+                       config.cpu_only, checks=graph_checks or checks(config, False))
 
 
 def gpu_memory(config: FFConfig, runner) -> int:
@@ -110,9 +114,30 @@ def gpu_memory(config: FFConfig, runner) -> int:
     return config.device_memory_mb << 20 if config.device_memory_mb and runner.on_gpus() else 0
 
 
-def checks(config: FFConfig) -> Checks:
-    """What the task graphs check and measure: the non-finite guard and `--profiling`."""
-    return Checks(finite_gradients=not config.allow_nonfinite, kernel_times=config.profiling)
+def checks(config: FFConfig, collectives: bool) -> Checks:
+    """What the task graphs check and measure (the non-finite guard, `--profiling`), and
+    whether they sum replicated weights' gradients with collectives (`uses_collectives`)."""
+    return Checks(finite_gradients=not config.allow_nonfinite, kernel_times=config.profiling,
+                  collectives=collectives, bucket_bytes=config.bucket_size_mb << 20)
+
+
+def uses_collectives(config: FFConfig, cluster) -> bool:
+    """`--collectives`: on, off, or auto: on a cluster whose workers all have
+    torch.distributed, unless it was reached at a tls:// address (the collectives travel
+    unencrypted: scheduler/process_groups.py). In this process `on` sums buckets in memory
+    (scheduler/collectives.py), as the tests of the collective path do."""
+    if config.collectives == "off" or (cluster is None and config.collectives == "auto"):
+        return False
+    if cluster is None:
+        return True
+    ready = cluster_module.run_on(cluster.client, cluster.workers, "a look for torch",
+                                  process_groups.available)
+    if config.collectives == "auto":
+        return all(ready.values()) and not config.scheduler_address.startswith("tls://")
+    if not all(ready.values()):
+        raise FlagError(f"--collectives on needs torch.distributed on every worker; it is "
+                        f"missing on {sorted(w for w, ok in ready.items() if not ok)}")
+    return True
 
 
 def start_cluster(config: FFConfig):

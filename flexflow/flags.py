@@ -52,6 +52,14 @@ _finite_float = _checked("finite_float", float, math.isfinite, "must be finite")
 _learning_rate = _checked("learning_rate", _finite_float, lambda v: v >= 0, "must be >= 0")
 
 
+COLLECTIVES = ("auto", "on", "off")
+
+
+def _choice(kind: str, choices: Sequence[str]):
+    """A value parser accepting one of `choices`."""
+    return _checked(kind, str, lambda v: v in choices, f"must be one of {', '.join(choices)}")
+
+
 def _size_mb(text: str) -> int:
     """Realm sizes are megabytes, optionally with a unit suffix (`-ll:fsize 14g`)."""
     units = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
@@ -142,6 +150,11 @@ FLAGS = (
     F(("--profile",), "profile_file", str, "", "write Dask's performance report (ours)"),
     F(("--timeline",), "timeline_file", str, "", "draw the simulated timeline (ours)"),
     F(("--search-plot",), "search_plot_file", str, "", "draw the search's progress (ours)"),
+    F(("--collectives",), "collectives", _choice("collectives", COLLECTIVES), "auto",
+      "sum replicated weights' gradients with torch.distributed all-reduces: auto (on a "
+      "cluster with torch, but a tls:// --scheduler), on or off (ours)"),
+    F(("--bucket-size",), "bucket_size_mb", _positive_int, 25,
+      "MB of gradients per all-reduce bucket, as DDP's bucket_cap_mb (ours)"),
 )
 BY_NAME = {name: flag for flag in FLAGS for name in flag.names}
 

@@ -114,6 +114,11 @@ class Operator:
     def backward_partial(self, xp, dys, saved, part: Part):
         raise NotImplementedError
 
+    def adds_partials(self, phase: str) -> bool:
+        """Whether `combine` merges the partials of `phase` by adding them (so that a sum over
+        the devices, an all-reduce, can combine them)."""
+        return True
+
     def combine(self, xp, partials: Sequence[Any], phase: str):
         """Merge the partials of `phase` ("forward" or "backward"); default: their sum."""
         total = partials[0]

@@ -68,6 +68,12 @@ class Box:
         """Slices that cut this box out of an array holding `outer`."""
         return tuple(slice(s - o, e - o) for (s, e), (o, _) in zip(self.bounds, outer.bounds))
 
+    @staticmethod
+    def hull(boxes: Sequence["Box"]) -> "Box":
+        """The smallest box holding all of `boxes` (of one rank)."""
+        return Box(tuple((min(b.bounds[d][0] for b in boxes), max(b.bounds[d][1] for b in boxes))
+                         for d in range(boxes[0].ndim)))
+
     def replace(self, dim: int, start: int, stop: int) -> "Box":
         bounds = list(self.bounds)
         bounds[dim] = (start, stop)

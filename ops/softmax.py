@@ -37,6 +37,9 @@ class Softmax(AlongAxis):
         peak = x.max(axis=axis, keepdims=True)
         return xp.stack([peak, xp.exp(x - peak).sum(axis=axis, keepdims=True)])
 
+    def adds_partials(self, phase: str) -> bool:
+        return phase == "backward"  # forward's are rescaled to their common peak first
+
     def combine(self, xp, partials, phase):
         if phase == "backward":
             return super().combine(xp, partials, phase)

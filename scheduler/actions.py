@@ -16,7 +16,9 @@ from ..ops.box import Box
 from ..ops.finite import all_finite
 from ..ops.graph import Graph
 from ..ops.optimizers import UpdateRule
+from . import collectives
 from . import messages as M
+from .feeds import Piece
 from .store import DeviceStore, WeightKey
 
 @dataclass(frozen=True)
@@ -62,9 +64,10 @@ class Load(Action):
     box: Box
 
     def run(self, store, ctx, out):
-        host = ctx.iteration.feeds[self.tensor]
-        store.put(self.tensor, self.box, store.xp.asarray(host[self.box.relative_to(
-            Box.full(host.shape))]))
+        host = ctx.iteration.feeds[self.tensor]  # the batch, or this device's piece of it
+        part = (host.cut(self.box) if isinstance(host, Piece)
+                else host[self.box.relative_to(Box.full(host.shape))])
+        store.put(self.tensor, self.box, store.xp.asarray(part))
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,11 @@ class Fill(Action):
 
 
 def _combined(store, op, layer: int, phase: str, group: tuple[int, ...]):
-    """The partials of a reduction group merged in partition order."""
+    """The partials of a reduction group merged in partition order (or as a collective summed
+    them: `AwaitPartials`)."""
+    summed = store.partials.get((layer, phase, group))
+    if summed is not None:
+        return summed
     return op.combine(store.xp, [store.partials[(layer, phase, q)] for q in group], phase)
 
 
@@ -382,6 +389,84 @@ def sent_early(action: Action) -> bool:
     kind = type(action)
     return ((kind is SendWeightGrad or kind is SendWeight)
             and action.shard.volume * 4 >= EARLY_SEND_BYTES)
+
+
+@dataclass(frozen=True)
+class AllReduce(Action):
+    """Launches the sum, over the devices `devices` that hold them, of this device's gradients
+    of the weight boxes `keys` (a bucket: scheduler/collectives.py) and goes on at once; a box
+    without a gradient here counts as zeros."""
+
+    bucket: str
+    keys: tuple[WeightKey, ...]
+    devices: tuple[int, ...]
+
+    def run(self, store, ctx, out):
+        xp = store.xp
+        grads = [store.weight_grads.get(key) for key in self.keys]
+        grads = [xp.zeros(key[2].shape, "float32") if grad is None else grad
+                 for key, grad in zip(self.keys, grads)]
+        store.communicator.launch(self.bucket, collectives.flatten(xp, grads), self.devices)
+
+
+@dataclass(frozen=True)
+class AwaitReduced(Action):
+    """Waits for a bucket's sum (`AllReduce`) and makes it the gradients of its boxes, which
+    this device then updates whole (every holder updates the same weights the same way)."""
+
+    bucket: str
+    keys: tuple[WeightKey, ...]
+
+    def run(self, store, ctx, out):
+        summed = store.communicator.result(self.bucket)
+        for key, grad in zip(self.keys, collectives.unflatten(
+                summed, [key[2].shape for key in self.keys])):
+            store.weight_grads[key] = grad
+
+
+@dataclass(frozen=True)
+class SharePartial(Action):
+    """Launches the collective, over the devices `members` of its reduction group `parts` (one
+    partition each, in partition order), of this partition's partial statistics for `phase`:
+    their sum where the operator combines partials by adding them (`summed`: batch norm's), else
+    their all-gather."""
+
+    layer: int
+    phase: str
+    part: int
+    parts: tuple[int, ...]
+    members: tuple[int, ...]
+    summed: bool
+
+    def run(self, store, ctx, out):
+        store.communicator.launch(partials_key(self.layer, self.phase, self.parts),
+                                  store.partials[(self.layer, self.phase, self.part)],
+                                  self.members, gather=not self.summed, partials=True)
+
+
+@dataclass(frozen=True)
+class AwaitPartials(Action):
+    """Waits for a reduction group's shared partials (`SharePartial`): their sum, or every
+    partition's, for this device's partition to combine."""
+
+    layer: int
+    phase: str
+    parts: tuple[int, ...]  # the group's partitions, in partition order
+    members: tuple[int, ...]  # their devices
+    summed: bool
+
+    def run(self, store, ctx, out):
+        shared = store.communicator.result(partials_key(self.layer, self.phase, self.parts))
+        if self.summed:
+            store.partials[(self.layer, self.phase, self.parts)] = shared
+            return
+        for part, partial in zip(self.parts, shared):
+            store.partials[(self.layer, self.phase, part)] = partial
+
+
+def partials_key(layer: int, phase: str, parts: tuple[int, ...]) -> str:
+    """The collective of one layer's reduction group in one phase."""
+    return f"partials/{layer}/{phase}/{parts}"
 
 
 @dataclass(frozen=True)

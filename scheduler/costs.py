@@ -203,13 +203,16 @@ class TaskCoster:
         if kind is A.Load or kind is A.Fill:
             nbytes = action.box.volume * self._itemsize[action.tensor]
             return TaskCost(ms + machine.copy_time(device, nbytes))
-        if kind is A.SendPartial:
+        if kind is A.SendPartial or kind is A.SharePartial:  # (shared: its bytes, no message)
             call = self.calls.op_call(forward_of(action.layer, action.part),
                                       f"{action.phase}_partial")
-            return TaskCost(ms, machine.partial_bytes.get(call.key, partial_estimate(call)),
-                            (action.dst,))
+            nbytes = machine.partial_bytes.get(call.key, partial_estimate(call))
+            return TaskCost(ms, nbytes, (action.dst,) if kind is A.SendPartial else ())
         if kind is A.SendWeightGrad or kind is A.SendWeight:
             return TaskCost(ms, action.shard.volume * 4, (action.dst,))
+        if kind is A.AllReduce:  # its gradients copied into one bucket, whose bytes it sums
+            nbytes = 4 * sum(k[2].volume for k in action.keys)
+            return TaskCost(ms + machine.copy_time(device, nbytes), nbytes)
         if (kind is A.Update or kind is A.CheckShard) and action.incoming:
             call = self.calls.sum_call(action.shard.shape)  # adds the pieces sent in first
             ms += action.incoming * machine.kernel_time(device, call.key, call.flops, call.nbytes)
@@ -269,7 +272,8 @@ def calls_for(calls: KernelCalls, builder, configs: dict[int, list], objective=N
 
 def _update_calls(calls: KernelCalls, builder, layer, parts) -> list[KernelCall]:
     """The update, gradient sum (and test, when the builder's graphs check gradients) of each
-    shard of each trainable weight box the partitions use, cut over the devices using it."""
+    shard of each trainable weight box the partitions use, cut over the devices using it (a
+    box the builder's graphs all-reduce is one shard)."""
     holders: dict = {}
     for part in parts:
         for wkey in part.action.weight_keys:
@@ -278,9 +282,10 @@ def _update_calls(calls: KernelCalls, builder, layer, parts) -> list[KernelCall]
                 devices.append(part.device)
     found = []
     for wkey, devices in holders.items():
-        for shard in (shards(wkey[2], devices) if devices else ()):
-            shape = shard.box.shape
-            found += [calls.update_call(shape), calls.sum_call(shape)]
+        whole = builder.checks.collectives and len(devices) > 1  # all-reduced, updated whole
+        for box in ([wkey[2]] if whole else [s.box for s in shards(wkey[2], devices)]
+                    if devices else ()):
+            found += [calls.update_call(box.shape), calls.sum_call(box.shape)]
             if builder.checks.finite_gradients:
-                found.append(calls.check_call(shape))
+                found.append(calls.check_call(box.shape))
     return found

@@ -23,6 +23,7 @@ cancels the iteration's other programs, which then stop waiting (`push.Cancelled
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import uuid
 from collections import defaultdict
@@ -32,12 +33,14 @@ from typing import Any, Mapping
 
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
-from .actions import Context, IterationState, Load, sent_early
+from . import process_groups
+from .actions import AllReduce, Context, IterationState, Load, SharePartial, sent_early
 from .allocator import keep_freed_memory
 from .cluster import (FAILED, alive, array_module, check_alive, run_on, watched_gather,
                       watched_scatter, watched_wait)
 from .executor import Executor, run_tasks, start_iteration
-from .feeds import Rows, host_batch
+from ..ops.box import Box
+from .feeds import Piece, Rows, host_batch, piece, rows_piece
 from .fusion import Group
 from .history import model_span
 from .kept_data import KeptData
@@ -61,7 +64,9 @@ class Step:
 
 def programs(groups: list[Group]) -> dict[int, tuple[Step, ...]]:
     """Each device's groups, in order, with the devices each one's output goes to and the
-    tasks whose message goes as soon as they have run."""
+    tasks whose message goes as soon as they have run. (The groups a group only follows,
+    those of the launches of the collectives it awaits, send it nothing: the collective moves
+    the data and makes it wait.)"""
     receivers: dict[str, set[int]] = defaultdict(set)
     for group in groups:
         for source in group.receive_from:
@@ -74,14 +79,16 @@ def programs(groups: list[Group]) -> dict[int, tuple[Step, ...]]:
     return {device: tuple(device_steps) for device, device_steps in steps.items()}
 
 
-def _readers(groups: list[Group], workers: list[str]) -> dict[int, set[str]]:
-    """The workers that load each fed tensor."""
-    readers: dict[int, set[str]] = {}
+def _readers(groups: list[Group], workers: list[str]) -> dict[int, dict[str, Box]]:
+    """For each fed tensor, the workers that load it, and the hull of the boxes each loads
+    (the piece of the batch it is given: feeds.Piece)."""
+    boxes: dict[int, dict[str, list[Box]]] = {}
     for group in groups:
         for task in group.tasks:
             if isinstance(task.action, Load):
-                readers.setdefault(task.action.tensor, set()).add(workers[group.device])
-    return readers
+                boxes.setdefault(task.action.tensor, {}).setdefault(
+                    workers[group.device], []).append(task.action.box)
+    return {t: {w: Box.hull(found) for w, found in per.items()} for t, per in boxes.items()}
 
 
 def _in_order(per_device) -> list[dict]:
@@ -123,6 +130,37 @@ def _install_program(model_id: str, device: int, phases: tuple[str, ...],
 def _uninstall(model_id: str) -> None:
     for key in [k for k in _MODELS if k[0] == model_id]:
         del _MODELS[key]
+    process_groups.leave(model_id)
+
+
+async def _time_collectives(model_id: str, workers: list[str], sizes: tuple[int, ...],
+                            runs: int, dask_worker=None) -> dict[int, float]:
+    device = workers.index(dask_worker.address)
+    communicator = _MODELS[(model_id, device)].store.communicator
+    return await asyncio.to_thread(process_groups.time_collectives, communicator,
+                                   tuple(range(len(workers))), sizes, runs)
+
+
+def collective_groups(taskgraph: TaskGraph) -> set[process_groups.Group]:
+    """The process groups the task graph's collectives run on: buckets' sums, and partials'
+    collectives on groups of their own."""
+    found = set()
+    for task in taskgraph.tasks:
+        if isinstance(task.action, AllReduce):
+            found.add((task.action.devices, False))
+        elif isinstance(task.action, SharePartial):
+            found.add((task.action.members, True))
+    return found
+
+
+async def _join_groups(model_id: str, meeting: process_groups.Rendezvous, workers: list[str],
+                       groups: list[process_groups.Group], cuda: bool,
+                       dask_worker=None) -> None:
+    """This worker's device joins the model's process groups, which then sum its buckets."""
+    device = workers.index(dask_worker.address)
+    await process_groups.join(model_id, device, meeting, len(workers), groups, cuda,
+                              dask_worker=dask_worker)
+    _MODELS[(model_id, device)].store.communicator = process_groups.membership(model_id, device)
 
 
 def _deliver(model: str, device: int, iteration: int, source: str, items: Parcel,
@@ -144,24 +182,26 @@ class _Iteration:
 
 
 def _run_window(model_id: str, device: int, phases: tuple[str, ...],
-                clearing: tuple[bool, bool], iterations: tuple[_Iteration, ...], feeds: dict,
-                peers: list[str]) -> list[list]:
+                clearing: tuple[bool, bool], iterations: tuple[_Iteration, ...],
+                boxes: dict[int, Box], feeds: dict, peers: list[str]) -> list[list]:
     """Run this device's program for `phases` once per iteration of the window, in order, on
     this worker's store (`clearing`: whether each iteration first drops the last one's values,
-    and the weight gradients), with the batches `feeds` ({(position in the window, tensor): a
-    batch, or a data set kept here of which the iteration's `rows` are the batch}), taking what
-    other devices send from the mailbox and posting what they need to `peers` (worker
-    addresses by device); returns each iteration's metric records, with their groups'
-    positions."""
+    and the weight gradients), with the batches `feeds` ({(position in the window, tensor): this
+    device's piece of a batch, or a data set kept here of whose iteration's `rows` it takes the
+    piece `boxes[tensor]`}), taking what other devices send from the mailbox and posting what
+    they need to `peers` (worker addresses by device); returns each iteration's metric records,
+    with their groups' positions."""
     from distributed import get_worker
 
     installed = _MODELS[(model_id, device)]
     worker = get_worker()
     wanted = task_wanted(worker)
+    if installed.store.communicator is not None:  # its waits end with the program's task
+        installed.store.communicator.wanted = wanted
     by_iteration: dict[int, dict] = defaultdict(dict)
     for (position, t), feed in feeds.items():
         rows = iterations[position].rows
-        by_iteration[position][t] = feed[rows[t]] if t in rows else feed
+        by_iteration[position][t] = rows_piece(feed, rows[t], boxes[t]) if t in rows else feed
     return [_run_iteration(installed, model_id, phases, clearing, iteration,
                            by_iteration[k], peers, worker, wanted)
             for k, iteration in enumerate(iterations)]
@@ -205,7 +245,8 @@ class DaskExecutor(Executor):
     known), bound the data sets it keeps (scheduler/kept_data.py)."""
 
     def __init__(self, taskgraph: TaskGraph, ctx: Context, client, workers: list[str],
-                 cpu_only: bool = False, memory_limits: list[int | None] | None = None):
+                 cpu_only: bool = False, memory_limits: list[int | None] | None = None,
+                 collectives: bool = False):
         if len(set(workers)) != len(workers):
             raise ValueError(f"each device needs a worker of its own, got workers {workers}")
         super().__init__(taskgraph, len(workers))
@@ -219,6 +260,28 @@ class DaskExecutor(Executor):
         self._kept = KeptData(client, dict(zip(workers, memory_limits or [None] * len(workers))))
         self.array_modules = [self._on_worker(d, "starting the model", _install, self.model_id, d,
                                               ctx, cpu_only) for d in range(len(workers))]
+        groups = sorted(collective_groups(taskgraph))
+        if collectives and groups:
+            self._form_groups(groups)
+
+    def time_collectives(self, sizes: tuple[int, ...], runs: int) -> dict[int, float]:
+        """The median ms of a sum of each of `sizes` bytes over all devices, as the slowest
+        device timed it (`process_groups.time_collectives`, on the group the graph's sums over
+        every device formed)."""
+        timed = self._on_workers(self.workers, "timing the collectives", _time_collectives,
+                                 self.model_id, list(self.workers), sizes, runs)
+        return {name: max(each[name] for each in timed.values())
+                for name in next(iter(timed.values()))}
+
+    def _form_groups(self, groups: list[process_groups.Group]) -> None:
+        """The workers' torch.distributed process groups for the buckets' sums
+        (scheduler/process_groups.py), met at a store on the first device's worker."""
+        host, port = self._on_worker(0, "opening the rendezvous", process_groups.open_store,
+                                     self.model_id, len(self.workers))
+        meeting = process_groups.Rendezvous(host, port, process_groups.new_prefix(self.model_id))
+        self._on_workers(self.workers, "forming the process groups", _join_groups,
+                         self.model_id, meeting, list(self.workers), groups,
+                         "cupy" in self.array_modules)
 
     def run(self, *phases: str, state: IterationState = IterationState(),
             zero_gradients: bool = False) -> list[dict[str, float]]:
@@ -247,7 +310,7 @@ class DaskExecutor(Executor):
         during = f"iteration {iterations[0].number}" + (
             f"-{iterations[-1].number}" if len(iterations) > 1 else "")
         clearing = ("forward" in phases, zero_gradients)
-        futures = self._submit(phases, clearing, tuple(iterations), feeds)
+        futures = self._submit(phases, clearing, tuple(iterations), feeds, readers)
         self._wait(futures, f"{during} ({', '.join(phases)})")
         failed = [future for future in futures if future.status in FAILED]
         if failed:  # the other programs may wait for what a failed one would have sent
@@ -258,7 +321,8 @@ class DaskExecutor(Executor):
         return [_in_order(done[k] for done in per_device) for k in range(len(iterations))]
 
     def _submit(self, phases: tuple[str, ...], clearing: tuple[bool, bool],
-                iterations: tuple[_Iteration, ...], feeds: dict) -> list:
+                iterations: tuple[_Iteration, ...], feeds: dict,
+                readers: dict[int, dict[str, Box]]) -> list:
         """The window's programs, each a Dask task pinned to its device's worker, submitted
         as one graph: one message to the scheduler. Submitted one by one, all but the first
         would wait out the client's batching interval (10 ms) and the scheduler would take
@@ -270,10 +334,10 @@ class DaskExecutor(Executor):
             loads = {task.action.tensor for step in steps for task in step.group.tasks
                      if isinstance(task.action, Load)}
             key = f"{steps[0].group.name}-{self.model_id}-{iterations[0].number}"
-            run = partial(_run_window, self.model_id, device, phases, clearing, iterations)
             worker = self.workers[device]
-            mine = {k: feed[worker] if isinstance(feed, dict) else feed
-                    for k, feed in feeds.items() if k[1] in loads}
+            run = partial(_run_window, self.model_id, device, phases, clearing, iterations,
+                          {t: readers[t][worker] for t in loads})
+            mine = {k: feed[worker] for k, feed in feeds.items() if k[1] in loads}
             layers[key] = MaterializedLayer(
                 {key: (run, mine, list(self.workers))},
                 annotations={"workers": [worker], "allow_other_workers": False,
@@ -287,25 +351,30 @@ class DaskExecutor(Executor):
     def _check_workers(self, during: str, futures: list = ()) -> None:
         check_alive(self.client, self.workers, during, futures)
 
-    def _ship_feeds(self, readers: dict[int, set[str]],
+    def _ship_feeds(self, readers: dict[int, dict[str, Box]],
                     batches: Mapping[int, Any]) -> tuple[dict, dict]:
         """Each fed batch for the workers that load it (`readers`, by tensor), as `_run_window`
-        takes them: ({tensor: rows}, {tensor: what travels}). For `feeds.Rows` of a data set the
-        readers keep, the rows, and the data set (placed once); else the batch, passed with the
-        task when small, scattered to the workers that read it when large (Dask keeps large
-        values out of graphs). What is scattered is a {worker: future} map, a copy on each."""
+        takes them: ({tensor: rows}, {tensor: {worker: what travels}}). For `feeds.Rows` of a
+        data set the readers keep, the rows, and the data set (placed once); else each worker's
+        piece of the batch (`feeds.Piece`), passed with its task when small, scattered to it
+        when large (Dask keeps large values out of graphs)."""
         rows, shipped = {}, {}
-        for tensor, workers in readers.items():
+        for tensor, boxes in readers.items():
             feed = batches[tensor]
-            kept = (self._kept.place(feed.data, sorted(workers)) if isinstance(feed, Rows)
+            kept = (self._kept.place(feed.data, sorted(boxes)) if isinstance(feed, Rows)
                     else None)
             if kept is not None:
                 rows[tensor], shipped[tensor] = feed.index, kept
                 continue
             batch = host_batch(feed)
-            shipped[tensor] = batch if batch.nbytes < INLINE_BYTES else watched_scatter(
-                self.client, batch, sorted(workers), "the upload of a batch")
+            shipped[tensor] = {w: self._shipped(piece(batch, box), w) for w, box in boxes.items()}
         return rows, shipped
+
+    def _shipped(self, part: Piece, worker: str):
+        """A worker's piece of a batch as it travels: itself, or scattered to the worker."""
+        if part.array.nbytes < INLINE_BYTES:
+            return part
+        return watched_scatter(self.client, part, [worker], "the upload of a batch")[worker]
 
     def _call(self, device: int, fn, *args):
         return self._on_worker(device, f"a call to device {device}", _on_store, self.model_id,

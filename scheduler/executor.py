@@ -17,6 +17,7 @@ import numpy
 from ..ops.box import Box
 from . import allocator
 from .actions import Context, IterationState, run_timed
+from .collectives import LocalHub
 from .feeds import host_batches
 from .fusion import Group, fuse
 from .messages import receive
@@ -134,14 +135,15 @@ class Executor:
         not yet updated reads as zeros, the state both optimizers start from."""
         states: dict[tuple[int, int], dict[str, Any]] = {ref: {} for ref in shapes}
         for (ref, box), state in self._gather(shapes, _store_get_opt_states,
-                                              self._shard_owners):
+                                              self._state_readers):
             for name, array in (state or {}).items():
                 slot = states[ref].setdefault(name, numpy.zeros(shapes[ref], numpy.float32))
                 slot[box.relative_to(Box.full(shapes[ref]))] = array
         return states
 
     # Where a box's host data lives, as (part of the box, device) pairs: its weight on every
-    # holder, read from the owner; its optimizer state on each shard's owner.
+    # holder, read from the owner; its optimizer state on each shard's owner (on every holder
+    # of a replicated box, read from the first).
     def _holders(self, key: WeightKey) -> list[tuple[Box, int]]:
         return [(key[2], d) for d in self.taskgraph.weight_devices[key]]
 
@@ -150,6 +152,11 @@ class Executor:
 
     def _shard_owners(self, key: WeightKey) -> list[tuple[Box, int]]:
         return [(shard.box, shard.owner) for shard in self.taskgraph.weight_shards(key)]
+
+    def _state_readers(self, key: WeightKey) -> list[tuple[Box, int]]:
+        if key in self.taskgraph.replicated:
+            return self._owner(key)
+        return self._shard_owners(key)
 
     def _scatter(self, values: dict[tuple[int, int], Any], slice_for_box,
                  where) -> dict[int, list[tuple[WeightKey, Any]]]:
@@ -217,7 +224,9 @@ class LocalExecutor(Executor):
         super().__init__(taskgraph, num_devices)
         allocator.keep_freed_memory()
         self.ctx = ctx
-        self.stores = [DeviceStore(d, xp) for d in range(num_devices)]
+        hub = LocalHub()
+        self.stores = [DeviceStore(d, xp, communicator=hub.for_device(d, xp))
+                       for d in range(num_devices)]
 
     def run(self, *phases: str, state: IterationState = IterationState(),
             zero_gradients: bool = False) -> list[dict[str, float]]:

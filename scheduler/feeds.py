@@ -5,7 +5,9 @@ workers that load from it once (`DaskExecutor` scatters it on first use and drop
 DataSet is gone), after which each iteration's batch travels as a `Rows` of it, a slice or an
 index array (a shuffled order's share), and is cut out where it is used. In this process a
 batch is simply the rows of the host array. A fed value is either a host array (`set_tensor`)
-or a `Rows`; `host_batch` turns either into the array.
+or a `Rows`; `host_batch` turns either into the array. A worker is given only its `Piece` of a
+batch, the hull of the boxes its device loads (`piece`, `rows_piece`), so that no device copies
+or receives the others' samples.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 import numpy as np
+
+from ..ops.box import Box
 
 _NAMES = itertools.count()
 
@@ -46,6 +50,31 @@ class Rows:
 
     data: DataSet
     index: Union[slice, np.ndarray]
+
+
+@dataclass(frozen=True, eq=False)
+class Piece:
+    """The part `box` (in the whole batch's coordinates) of a batch, as a device is given it."""
+
+    box: Box
+    array: Any
+
+    def cut(self, box: Box):
+        """`box` of the batch (within this piece)."""
+        return self.array[box.relative_to(self.box)]
+
+
+def piece(batch: np.ndarray, box: Box) -> Piece:
+    """`box` of a host batch, in memory of its own (it travels to a worker)."""
+    return Piece(box, np.ascontiguousarray(batch[box.relative_to(Box.full(batch.shape))]))
+
+
+def rows_piece(data: np.ndarray, index: Union[slice, np.ndarray], box: Box) -> Piece:
+    """`box` of the batch made of the rows `index` of `data` (a data set a worker keeps): only
+    the rows the box holds are taken."""
+    (start, stop), rest = box.bounds[0], box.bounds[1:]
+    rows = data[index][start:stop] if isinstance(index, slice) else data[index[start:stop]]
+    return Piece(box, rows[(slice(None), *(slice(a, b) for a, b in rest))])
 
 
 def host_batch(feed: Any) -> np.ndarray:

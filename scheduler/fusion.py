@@ -10,7 +10,9 @@ epoch). One device is always a single group per phase.
 Groups run in the order of (epoch, device), every group after those it reads from. A group
 *receives* the output of a group on another device the first time its device needs that output,
 and only waits for (*after*) one its device has already received, and for the group before it
-on its device.
+on its device. A task that awaits a collective (scheduler/collectives.py) depends on every
+member's launch: it *follows* the groups of the launches on other devices, which send it
+nothing (the collective moves the data), in a later epoch than all of them.
 
 `fuse` groups a list of tasks (the executor's, and the full simulation's); the delta simulation
 (`simulator.Simulator.simulate`) assembles groups from memoised segments, placing their tasks
@@ -29,6 +31,7 @@ from .taskgraph import Task, TaskKey
 
 Place = tuple[int, int]  # (device, epoch): the group a task falls in
 LOAD = "load"  # the kind of the tasks that load an input tensor, which belong to no layer
+LAUNCHES = ("allreduce", "gather")  # the kinds of the tasks that launch a collective
 
 
 def naming_key(first: TaskKey, key: TaskKey) -> TaskKey:
@@ -47,36 +50,38 @@ class Group:
     tasks: tuple[Task, ...]
     receive_from: tuple[str, ...]  # names of the groups whose data for this device come here
     after: tuple[str, ...]         # names of the other groups this one must follow
+    follows: tuple[str, ...] = ()  # names of the groups of the launches of what it awaits
 
 
 # Where one group stands among the others: (its name, and as indices into the ordered groups,
-# those whose output it receives, those it only waits for). A plain tuple: the search links
-# every group of every proposal.
-Link = tuple[str, tuple[int, ...], tuple[int, ...]]
+# those whose output it receives, those it only waits for, those of the collectives' launches
+# it awaits). A plain tuple: the search links every group of every proposal.
+Link = tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
 
 def place_of(device: int, deps: Iterable[TaskKey], places: Mapping[TaskKey, Place]
-             ) -> tuple[int, list[Place]]:
-    """(epoch, the places on other devices it reads from, in order) of a task on `device` that
-    depends on the tasks `deps`, placed at `places`."""
-    epoch, sources = 0, []
+             ) -> tuple[int, list[Place], list[Place]]:
+    """(epoch, the places on other devices it reads from, in order, and those of the
+    collectives' launches it awaits) of a task on `device` that depends on the tasks `deps`,
+    placed at `places`."""
+    epoch, sources, launches = 0, [], []
     for dep in deps:
         source = places[dep]
         if source[0] == device:
             if source[1] > epoch:
                 epoch = source[1]
-        else:
-            sources.append(source)
-            if source[1] >= epoch:
-                epoch = source[1] + 1
-    return epoch, sources
+            continue
+        (launches if dep.kind in LAUNCHES else sources).append(source)
+        if source[1] >= epoch:
+            epoch = source[1] + 1
+    return epoch, sources, launches
 
 
-def link(groups: Mapping[Place, tuple[TaskKey, Iterable[Place]]]
+def link(groups: Mapping[Place, tuple[TaskKey, Iterable[Place], Iterable[Place]]]
          ) -> tuple[list[Place], list[Link]]:
-    """The groups' order and links. `groups`: for each place, its naming task's key and the
+    """The groups' order and links. `groups`: for each place, its naming task's key, the
     places on other devices its tasks read from, each once, in the order its tasks first read
-    them."""
+    them, and those of the collectives' launches its tasks await."""
     ordered = sorted(groups, key=itemgetter(1, 0))
     index = {g: i for i, g in enumerate(ordered)}
     received: dict[int, set[Place]] = defaultdict(set)  # device -> groups whose output it has
@@ -84,7 +89,7 @@ def link(groups: Mapping[Place, tuple[TaskKey, Iterable[Place]]]
     links = []
     for g in ordered:
         device = g[0]
-        first, sources = groups[g]
+        first, sources, launches = groups[g]
         have = received[device]
         receive_from, after = [], []
         for source in sources:
@@ -98,7 +103,9 @@ def link(groups: Mapping[Place, tuple[TaskKey, Iterable[Place]]]
         previous[device] = index[g]
         # named by its naming task's layer and kind, its device and its epoch
         name = f"{first.layer}-{first.kind}-d{device}e{g[1]}"
-        links.append((name, tuple(receive_from), tuple(after)))
+        follows = [index[launch] for launch in launches]
+        links.append((name, tuple(receive_from), tuple(after),
+                      tuple(j for j in follows if j not in receive_from and j not in after)))
     return ordered, links
 
 
@@ -108,14 +115,18 @@ def fuse(tasks: Sequence[Task]) -> list[Group]:
     place: dict[TaskKey, Place] = {}
     members: dict[Place, list[Task]] = defaultdict(list)
     reads: dict[Place, list[Place]] = defaultdict(list)
+    awaited: dict[Place, list[Place]] = defaultdict(list)
     for task in tasks:
-        epoch, sources = place_of(task.device, [d for d in task.deps if d in place], place)
+        epoch, sources, launches = place_of(task.device, [d for d in task.deps if d in place],
+                                            place)
         where = place[task.key] = (task.device, epoch)
         members[where].append(task)
         reads[where] += sources
+        awaited[where] += launches
     ordered, links = link({g: (reduce(naming_key, (t.key for t in members[g])),
-                               dict.fromkeys(reads[g])) for g in members})
-    names = [name for name, _, _ in links]
+                               dict.fromkeys(reads[g]), dict.fromkeys(awaited[g]))
+                           for g in members})
+    names = [name for name, _, _, _ in links]
     return [Group(name, g[0], tuple(members[g]), tuple(names[i] for i in receive_from),
-                  tuple(names[i] for i in after))
-            for g, (name, receive_from, after) in zip(ordered, links)]
+                  tuple(names[i] for i in after), tuple(names[i] for i in follows))
+            for g, (name, receive_from, after, follows) in zip(ordered, links)]

@@ -81,6 +81,60 @@ class Overheads:
     scheduler: float = 0.0  # per device's program, on the one scheduler that dispatches them
 
 
+@dataclass(frozen=True)
+class RingProtocol:
+    """One protocol of a collective library's ring algorithm, as NCCL's tuning model has them
+    (src/graph/tuning.cc): a base latency, then one latency per step around the ring, those
+    between nodes at `network_step`; its bytes at `bandwidth_share` of the ring's bandwidth.
+    All times in ms."""
+
+    base: float
+    step: float
+    network_step: float
+    bandwidth_share: float = 1.0
+
+    def ms(self, steps: int, network_steps: int, step_bytes: float, bandwidth: float) -> float:
+        return (self.base + (steps - network_steps) * self.step + network_steps
+                * self.network_step + steps * step_bytes / (bandwidth * self.bandwidth_share))
+
+
+# NCCL's ring figures (src/graph/tuning.cc: baseLat and hwLat, in us): the Simple protocol
+# reaches the links' bandwidth; LL, for small messages, a quarter of it at lower latency
+NCCL_SIMPLE_PCIE = RingProtocol(0.0084, 0.0057, 0.0096)
+NCCL_LL_PCIE = RingProtocol(0.0036, 0.0010, 0.0027, 0.25)
+NCCL_SIMPLE_NVLINK = RingProtocol(0.0084, 0.0034, 0.0096)
+NCCL_LL_NVLINK = RingProtocol(0.0036, 0.00047, 0.0027, 0.25)
+
+
+@dataclass(frozen=True)
+class Collectives:
+    """How long a collective takes: ring algorithms over the devices, of 2(n-1) steps for an
+    all-reduce (each device sending its 1/n share of the buffer at each step) and n-1 for an
+    all-gather (each step passing on one device's part), in the fastest of the library's
+    `protocols`; a step crossing nodes at the network's latency (the steps between nodes
+    counted as NCCL counts them: twice, or once for a gather, per node boundary). The bytes go
+    at `bandwidth` (bytes per ms: what calibration measured of the library itself), or at the
+    slowest hop of the ring's routes."""
+
+    protocols: tuple[RingProtocol, ...] = (NCCL_SIMPLE_PCIE, NCCL_LL_PCIE)
+    bandwidth: float | None = None
+
+    def ring_ms(self, routes: dict, nodes: tuple[int, ...], devices: tuple[int, ...],
+                nbytes: float, gather: bool = False) -> float:
+        """A collective of `nbytes` (a device's) over `devices`, in that order around the
+        ring."""
+        n = len(devices)
+        if n < 2:
+            return 0.0
+        rounds = 1 if gather else 2
+        steps, network_steps = rounds * (n - 1), rounds * (len({nodes[d] for d in devices}) - 1)
+        bandwidth = self.bandwidth or min(
+            min(hop.bandwidth for hop in routes[(a, b)])
+            for a, b in zip(devices, devices[1:] + devices[:1]))
+        step_bytes = nbytes if gather else nbytes / n
+        return min(p.ms(steps, network_steps, step_bytes, bandwidth) for p in self.protocols)
+
+
 @dataclass
 class MachineModel:
     kinds: dict[str, DeviceKind]
@@ -93,6 +147,7 @@ class MachineModel:
     costs: dict[str, dict[str, float]] = field(default_factory=dict)  # kind -> kernel key -> ms
     partial_bytes: dict[str, int] = field(default_factory=dict)  # kernel key -> partial size
     name: str = "machine"
+    collectives: Collectives = Collectives()
 
     @property
     def num_devices(self) -> int:
@@ -114,6 +169,12 @@ class MachineModel:
 
     def copy_time(self, device: int, nbytes: float) -> float:
         return nbytes / self.kind(device).mem_bandwidth
+
+    def collective_ms(self, devices: tuple[int, ...], nbytes: float, gather: bool = False
+                      ) -> float:
+        """An all-reduce of `nbytes` over `devices`, or with `gather` the all-gather of
+        `nbytes` from each (`Collectives`)."""
+        return self.collectives.ring_ms(self.routes, self.nodes, devices, nbytes, gather)
 
     def describe(self) -> str:
         counts: dict[str, int] = {}
@@ -139,6 +200,9 @@ class MachineModel:
             "links": [{"src": s, "dst": d, "hops": hops(r)} for (s, d), r in self.routes.items()],
             "host_links": [hops(r) for r in self.host_routes],
             "costs_ms": self.costs, "partial_bytes": self.partial_bytes,
+            "collectives": {"protocols": [vars(p) for p in self.collectives.protocols],
+                            "bandwidth_gbs": None if self.collectives.bandwidth is None
+                            else self.collectives.bandwidth / GB},
         }
 
     @staticmethod
@@ -163,12 +227,26 @@ class MachineModel:
             model = MachineModel(kinds, device_kinds, nodes, routes, host_routes, overheads,
                                  data.get("cores_per_node"),
                                  {k: dict(v) for k, v in data.get("costs_ms", {}).items()},
-                                 dict(data.get("partial_bytes", {})), data.get("name", source))
+                                 dict(data.get("partial_bytes", {})), data.get("name", source),
+                                 _collectives(data.get("collectives")))
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as error:
             raise MachineError(f"{source}: not a valid machine model ({type(error).__name__}: "
                                f"{error})") from None
         model.check(source)
         return model
+
+    def _check_collectives(self, source: str) -> None:
+        if not self.collectives.protocols:
+            raise MachineError(f"{source}: collectives need at least one protocol")
+        for index, protocol in enumerate(self.collectives.protocols):
+            where = f"{source}: collectives' protocol {index}"
+            for name in ("base", "step", "network_step"):
+                _check_time(getattr(protocol, name), f"{where}: {name}")
+            if not (_positive(protocol.bandwidth_share) and protocol.bandwidth_share <= 1):
+                raise MachineError(f"{where}: bandwidth_share must be in (0, 1], got "
+                                   f"{protocol.bandwidth_share!r}")
+        if self.collectives.bandwidth is not None:
+            _check_rate(self.collectives.bandwidth, f"{source}: collectives' bandwidth", "bytes")
 
     def check(self, source: str) -> None:
         """Refuse what the simulator cannot use: too many devices, undefined kinds, missing
@@ -192,6 +270,7 @@ class MachineModel:
                 _check_time(ms, f"{source}: kernel cost {key!r} of kind {kind!r}")
         if not all(type(b) is int and b >= 0 for b in self.partial_bytes.values()):
             raise MachineError(f"{source}: partial sizes must be whole numbers of bytes >= 0")
+        self._check_collectives(source)
         self._check_links(source)
 
     def _check_links(self, source: str) -> None:
@@ -215,6 +294,17 @@ class MachineModel:
                     raise MachineError(f"{where}: resources must be named by strings")
                 _check_time(hop.latency, f"{where}: latency")
                 _check_rate(hop.bandwidth, f"{where}: bandwidth", "bytes")
+
+
+def _collectives(data: dict | None) -> Collectives:
+    """The JSON form's collectives (NCCL's PCIe figures when absent)."""
+    if data is None:
+        return Collectives()
+    bandwidth = data.get("bandwidth_gbs")
+    protocols = tuple(RingProtocol(float(p["base"]), float(p["step"]), float(p["network_step"]),
+                                   float(p.get("bandwidth_share", 1.0)))
+                      for p in data["protocols"])
+    return Collectives(protocols, None if bandwidth is None else float(bandwidth) * GB)
 
 
 def _check_kind(kind: DeviceKind, source: str) -> None:
@@ -276,6 +366,8 @@ PRESET_OVERHEADS = Overheads(task=0.2, action=0.01, hop=1.0, iteration=2.0, sche
 P100 = DeviceKind("P100", 16 << 30, 10.6e9, 732 * GB, 0.05, 0.5)
 K80 = DeviceKind("K80", 12 << 30, 4.37e9, 240 * GB, 0.05, 0.5)
 H100 = DeviceKind("H100", 80 << 30, 67e9, 3350 * GB, 0.02, 0.5)
+# NCCL's figures for NVLink inside a node; K80 nodes keep the PCIe ones (`Collectives`' default)
+NVLINK_COLLECTIVES = Collectives((NCCL_SIMPLE_NVLINK, NCCL_LL_NVLINK))
 
 
 def _p100_4x4() -> MachineModel:
@@ -285,7 +377,8 @@ def _p100_4x4() -> MachineModel:
         if sn == dn:
             return (Hop((f"nvlink{s}-{d}",), 0.001, 20 * GB),)
         return (Hop((f"nic-out{sn}", f"nic-in{dn}"), 0.005, 12.5 * GB),)
-    return cluster("p100-4x4", P100, 4, 4, link, _pcie_host(12 * GB), PRESET_OVERHEADS)
+    return replace(cluster("p100-4x4", P100, 4, 4, link, _pcie_host(12 * GB), PRESET_OVERHEADS),
+                   collectives=NVLINK_COLLECTIVES)
 
 
 def _k80_16x4() -> MachineModel:
@@ -305,7 +398,8 @@ def _h100_8() -> MachineModel:
     """One node of 8 H100 SXM GPUs on NVSwitch (NVLink 4: 450 GB/s per GPU each way)."""
     def link(s, d, sn, dn):
         return (Hop((f"nvswitch-out{s}", f"nvswitch-in{d}"), 0.002, 450 * GB),)
-    return cluster("h100-8", H100, 1, 8, link, _pcie_host(55 * GB), PRESET_OVERHEADS)
+    return replace(cluster("h100-8", H100, 1, 8, link, _pcie_host(55 * GB), PRESET_OVERHEADS),
+                   collectives=NVLINK_COLLECTIVES)
 
 
 def _pcie_host(bandwidth: float):

@@ -77,7 +77,7 @@ def memory_needed(graph: Graph, taskgraph: TaskGraph, num_devices: int, training
                   optimizer) -> list[int]:
     """Bytes each device keeps in one iteration of `taskgraph` (see simulator.py)."""
     memory = weight_memory(graph, taskgraph.weight_devices, num_devices,
-                           optimizer_state_copies(optimizer), training)
+                           optimizer_state_copies(optimizer), training, taskgraph.replicated)
     model = MemoryModel(graph, training)
     for task in taskgraph.tasks:
         for device, nbytes in model.task(task):

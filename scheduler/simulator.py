@@ -4,16 +4,21 @@ The executor (`executor.fuse`, `distributed.DaskExecutor`) runs the TaskGraph's 
 groups: each device's in order, in one Dask task per device (its program), a group's output for
 another device pushed to that device's worker. So the simulator schedules exactly those groups:
 
-* a group costs the per-task overhead on its device (taking in what it receives and running it)
-  plus, for each of its tasks, the per-action overhead and the task's kernel time (measured or
-  analytic, `costs.TaskCoster`);
+* a group costs, for each of its tasks, the per-action overhead and the task's kernel time
+  (measured or analytic, `costs.TaskCoster`), plus the per-task overhead on its device where
+  the program hands it messages (the first group of a device's program, and those that take in
+  messages; a group that only follows collectives runs straight on);
 * each device's program is dispatched by the scheduler, one FIFO resource for the whole
   cluster, after submission (one hop) and its per-task time (Dask's scheduler hands out one
   task at a time); no group starts before its device's program;
-* a group is ready one hop after its last dependency ends; it then receives, from every group on
-  another device it receives from, what that group's tasks send its device (the executor pushes
-  each device its own part of a group's output), over the route between the devices, and the
-  input batches it loads over the client's route;
+* a group is ready when its dependencies have ended, one hop later for those that send it a
+  message (not for the group before it on its device, nor for the launches of a collective it
+  awaits); it then receives, from every group on another device that sends it a message, what
+  that group's tasks send its device (the executor pushes each device its own part of a group's
+  output), over the route between the devices, and the input batches it loads over the
+  client's route; and it waits for the buckets' all-reduces it awaits, each of which starts
+  once its last member has launched it and the members' earlier collectives are done, and
+  takes the machine's collective time (`MachineModel.collective_ms`);
 * it runs when its inputs are in and its device is free, for its cost plus the per-input
   overhead of each output it received; where devices share a node's cores (`cores_per_node`,
   which may be fractional: what a shared host really gives), the groups running on a node share
@@ -72,9 +77,9 @@ class GroupPlan:
 
     name: str
     device: int
-    cost: float                      # ms on its device
+    cost: float                      # ms on its device: its tasks' (`task_ms`)
     sent: dict[int, float]           # bytes of its output for each device it sends to
-    feeds: float                     # bytes of input batches shipped with it
+    feeds: float                     # bytes of the input batches' boxes it loads
     receive_from: tuple[int, ...]    # groups whose output it fetches
     after: tuple[int, ...]           # other groups it waits for
     early: Mapping[int, list[tuple[float, float]]] = field(
@@ -83,6 +88,22 @@ class GroupPlan:
     #                                  (ms into `cost`, bytes)
     tasks: tuple[Task, ...] = ()     # kept by the full simulation (for DOT export) ...
     task_ms: tuple[float, ...] = ()  # ... with each task's time
+    launches: tuple[tuple[float, Launch], ...] = ()  # collectives it launches, each when its
+    #                                  task ends (ms into `cost`)
+    awaits: tuple[str, ...] = ()     # collectives it waits for before it runs
+    follows: tuple[int, ...] = ()    # groups of their launches on other devices
+
+
+class Launch(NamedTuple):
+    """A collective as one member's task starts it: a bucket's all-reduce
+    (`actions.AllReduce`) or a reduction group's sum or all-gather of partials
+    (`actions.SharePartial`, on a communicator of their own), of `nbytes` a member."""
+
+    key: str
+    nbytes: float
+    devices: tuple[int, ...]
+    gather: bool
+    partials: bool = False
 
 
 class Transfer(NamedTuple):
@@ -163,19 +184,27 @@ class _Schedule:
                  transfers: list[Transfer] | None):
         n = len(plans)
         self.plans, self.machine, self.transfers = plans, machine, transfers
-        self.hop, self.receive = machine.overheads.hop, machine.overheads.receive
+        self.hop = machine.overheads.hop
         self.scheduler_free = 0.0
-        self.waiting = [len(p.receive_from) + len(p.after) for p in plans]
+        self.waiting = [len(p.receive_from) + len(p.after) + len(p.follows) for p in plans]
         self.dependents: list[list[int]] = [[] for _ in range(n)]
         for i, p in enumerate(plans):
-            for j in p.receive_from + p.after:
+            for j in p.receive_from + p.after + p.follows:
                 self.dependents[j].append(i)
-        self.latest = [0.0] * n
+        self.latest = [0.0] * n  # when a group's dependencies allow it to start
         self.starts, self.ends = [0.0] * n, [0.0] * n
+        self.messages = [set(p.receive_from) for p in plans]  # the groups that send it messages
+        seen: set[int] = set()
+        firsts = [p.device not in seen and not seen.add(p.device) for p in plans]
+        overheads = machine.overheads
+        self.before = [(overheads.task if first or p.receive_from else 0.0)
+                       + overheads.receive * len(p.receive_from)
+                       for first, p in zip(firsts, plans)]
+        self.work = [before + p.cost for before, p in zip(self.before, plans)]
         self.free: dict[str, float] = {}
         self.device_free = [0.0] * machine.num_devices
         self.dispatched: list[float | None] = [None] * machine.num_devices  # programs' starts
-        self.cores = (_SharedCores(machine, plans, self.receive) if machine.cores_per_node
+        self.cores = (_SharedCores(machine, plans, self.work) if machine.cores_per_node
                       else None)
         first: dict[int, int] = {}  # device -> its first group, which its program's dispatch books
         self.held: dict[int, list[int]] = {}  # device -> groups ready before its program started
@@ -186,6 +215,17 @@ class _Schedule:
                 self.held[plan.device].append(i)
         self.events = [(self.hop, i, DISPATCH, 0) for i in first.values()]
         heapq.heapify(self.events)
+        self.launched: dict[str, list[tuple[int, float, Launch]]] = {}  # key -> its launches
+        self.previous: dict[str, str | None] = {}  # key -> the one before it on its communicator
+        last: dict[tuple, str] = {}
+        for i, plan in enumerate(plans):
+            for offset, launch in plan.launches:
+                if launch.key not in self.launched:
+                    communicator = (launch.devices, launch.partials)  # (buckets and partials
+                    self.previous[launch.key] = last.get(communicator)  # on groups apart)
+                    last[communicator] = launch.key
+                self.launched.setdefault(launch.key, []).append((i, offset, launch))
+        self.collected: dict[str, float] = {}  # key -> when the collective is done
 
     def run(self) -> tuple[list[float], list[float]]:
         events, cores = self.events, self.cores
@@ -217,7 +257,7 @@ class _Schedule:
         t = t + self.machine.overheads.scheduler * self._stretch()
         self.dispatched[device] = self.scheduler_free = t
         for k in self.held.pop(device):
-            heapq.heappush(self.events, (max(t, self.latest[k] + self.hop), k, 0, 0))
+            heapq.heappush(self.events, (max(t, self.latest[k]), k, 0, 0))
 
     def _take_in(self, t: float, i: int) -> None:
         """The group takes in what it receives and its fed batches, then may run."""
@@ -249,17 +289,44 @@ class _Schedule:
                                 stretch)
             if arrived > ready:
                 ready = arrived
+        for key in plan.awaits:
+            done = self._collected(key, stretch)
+            if done > ready:
+                ready = done
         heapq.heappush(self.events, (ready, i, 1, 0))
+
+    def _collected(self, key: str, stretch: float) -> float:
+        """When a collective ends: it starts once every member has launched it (each launch
+        at its task's place in its group's run; every launching group has ended by the time
+        one awaits) and the collectives launched before it on its communicator are done (in
+        launch order, the order of every member's program), and takes the machine's time for
+        its bytes over its members (`MachineModel.collective_ms`)."""
+        pending = []  # this one and those before it not yet worked out, latest first
+        while key is not None and key not in self.collected:
+            pending.append(key)
+            key = self.previous[key]
+        free = 0.0 if key is None else self.collected[key]
+        for key in reversed(pending):
+            start, launch = free, None
+            for j, offset, launch in self.launched[key]:
+                start = max(start, self._into(j, offset))
+            free = self.collected[key] = start + self.machine.collective_ms(
+                launch.devices, launch.nbytes, launch.gather) * stretch
+        return free
+
+    def _into(self, j: int, offset: float) -> float:
+        """When group `j` (ended) reached `offset` ms into its tasks' cost: after what it did
+        before its tasks, at its pace (slower where it shared cores)."""
+        work = self.work[j]
+        scale = (self.ends[j] - self.starts[j]) / work if work else 0.0
+        return self.starts[j] + (self.before[j] + offset) * scale
 
     def _early_arrival(self, j: int, early: list, route: Route, stretch: float) -> float:
         """When the messages `early` that group `j` posted one device have arrived: each leaves
-        when the task that made it ends, at its place in the group's cost scaled to the group's
-        run."""
-        source, start = self.plans[j], self.starts[j]
-        scale = (self.ends[j] - start) / source.cost if source.cost else 0.0
+        when the task that made it ends."""
         arrived = 0.0
         for offset, nbytes in early:
-            at = _transfer(route, nbytes, start + offset * scale, self.free, self.transfers,
+            at = _transfer(route, nbytes, self._into(j, offset), self.free, self.transfers,
                            stretch)
             if at > arrived:
                 arrived = at
@@ -269,18 +336,19 @@ class _Schedule:
         """The group runs on its device as soon as the device is free."""
         plan = self.plans[i]
         start = t if t > self.device_free[plan.device] else self.device_free[plan.device]
-        end = self.device_free[plan.device] = (start + plan.cost
-                                               + self.receive * len(plan.receive_from))
+        end = self.device_free[plan.device] = start + self.work[i]
         self.starts[i] = start
         self._done(i, end)
 
     def _done(self, i: int, end: float) -> None:
-        """The group ended at `end`: its dependents may get ready."""
+        """The group ended at `end`: its dependents may get ready, a hop later for those it
+        sends a message (the others follow it on its device, or meet it in a collective)."""
         self.ends[i] = end
         plans, latest, waiting = self.plans, self.latest, self.waiting
         for k in self.dependents[i]:
-            if end > latest[k]:
-                latest[k] = end
+            ready = end + self.hop * self._stretch() if i in self.messages[k] else end
+            if ready > latest[k]:
+                latest[k] = ready
             waiting[k] -= 1
             if waiting[k]:
                 continue
@@ -288,8 +356,7 @@ class _Schedule:
             if program is None:
                 self.held[plans[k].device].append(k)
             else:
-                ready = latest[k] + self.hop * self._stretch()
-                heapq.heappush(self.events, (ready if ready > program else program, k, 0, 0))
+                heapq.heappush(self.events, (max(latest[k], program), k, 0, 0))
 
 
 class _SharedCores:
@@ -299,11 +366,11 @@ class _SharedCores:
     CPUs; a device runs its groups one at a time, in the order they became ready. Events: stage 1
     (ready to run), stage 2 (a running group's work done, valid while its node's version holds)."""
 
-    def __init__(self, machine: MachineModel, plans: list[GroupPlan], receive: float):
+    def __init__(self, machine: MachineModel, plans: list[GroupPlan], work: list[float]):
         self.capacity = float(machine.cores_per_node)
         self.nodes = machine.nodes
         self.plans = plans
-        self.receive = receive
+        self.work = work
         self.queued: dict[int, list[int]] = {}        # device -> groups waiting for it
         self.busy: set[int] = set()                   # devices running a group
         nodes = set(machine.nodes)
@@ -346,7 +413,7 @@ class _SharedCores:
         node = self.nodes[plan.device]
         self._advance(node, t)
         self.busy.add(plan.device)
-        self.running[node][i] = plan.cost + self.receive * len(plan.receive_from)
+        self.running[node][i] = self.work[i]
         starts[i] = t
         if rebook:
             self._rebook(node, t, events)
@@ -395,19 +462,25 @@ class MemoryModel:
 
 
 def weight_memory(graph: Graph, weight_devices: dict, num_devices: int, state_copies: int,
-                  training: bool) -> list[int]:
+                  training: bool, replicated: frozenset = frozenset()) -> list[int]:
     """Weights on every holder (with their gradients in training); on each shard's owner
     (`shards.py`), the shard's optimizer state and the pieces of its gradient the other holders
-    send in."""
+    send in; on every holder of a `replicated` box (all-reduced), its optimizer state and its
+    copy in the bucket that is summed."""
     memory = [0] * num_devices
     for wkey, holders in weight_devices.items():
         nbytes = wkey[2].volume * 4
         trainable = training and graph.layers[wkey[0]].weights[wkey[1]].trainable
         for d in holders:
             memory[d] += nbytes * (2 if trainable else 1)
-        if trainable:
-            for shard in shards(wkey[2], holders):
-                memory[shard.owner] += shard.box.volume * 4 * (state_copies + len(holders) - 1)
+        if not trainable:
+            continue
+        if wkey in replicated:
+            for d in holders:
+                memory[d] += nbytes * (state_copies + 1)
+            continue
+        for shard in shards(wkey[2], holders):
+            memory[shard.owner] += shard.box.volume * 4 * (state_copies + len(holders) - 1)
     return memory
 
 
@@ -432,7 +505,9 @@ class _TaskRow:
     to: tuple[int, ...]
     early: bool        # posted as soon as it has run (`actions.sent_early`)
     exported: bool     # other segments depend on it
-    fed: int | None    # the input tensor it loads
+    fed: float         # bytes of the input batch's box it loads
+    launch: Launch | None = None  # the bucket's all-reduce it launches
+    awaits: str | None = None     # the bucket whose sum it waits for
 
 
 @dataclass(frozen=True)
@@ -451,19 +526,23 @@ class _GroupPart:
     """A segment's tasks in one group while `Simulator._segment` gathers them (frozen into a
     `_Share` when done): the key the group is named after (`fusion.naming_key`), the tasks'
     costs, the bytes they send each device, the places on other devices they read from (an
-    ordered set, relative to the segment's base), their fed tensors and their messages posted
+    ordered set, relative to the segment's base), the bytes they load and their messages posted
     early."""
 
     first: TaskKey
     costs: list[float]
     sent: dict[int, float]
     reads: dict
-    feeds: dict
+    feeds: float
     early: list  # messages posted early: (index into costs, device, bytes)
+    launches: list = field(default_factory=list)  # (index into costs, Launch)
+    awaits: list = field(default_factory=list)    # collectives' keys
+    follows: dict = field(default_factory=dict)   # places of their launches (an ordered set)
 
     def share(self, place: tuple[int, int]) -> _Share:
         return _Share(place, self.first, tuple(self.costs), tuple(self.sent.items()),
-                      tuple(self.reads), tuple(self.feeds), tuple(self.early))
+                      tuple(self.reads), self.feeds, tuple(self.early),
+                      tuple(self.launches), tuple(self.awaits), tuple(self.follows))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -477,22 +556,28 @@ class _Share:
     costs: tuple[float, ...]
     sent: tuple[tuple[int, float], ...]   # (device, bytes)
     reads: tuple[tuple[int, int], ...]
-    feeds: tuple[int, ...]
+    feeds: float
     early: tuple[tuple[int, int, float], ...]
+    launches: tuple[tuple[int, Launch], ...]
+    awaits: tuple[str, ...]
+    follows: tuple[tuple[int, int], ...]  # places of the launches it awaits, as `reads`
 
 
 @dataclass(frozen=True, slots=True)
 class _Assembled:
     """A whole group assembled from its segments' shares: what `fusion.link` and its
-    `GroupPlan` take, the overhead of running it included. Shared by the plans of every
-    simulation that finds it (`sent`, `early`): never modified."""
+    `GroupPlan` take. Shared by the plans of every simulation that finds it (`sent`, `early`):
+    never modified."""
 
     first: TaskKey
     cost: float
     sent: dict[int, float]
-    feeds: float                         # bytes of input batches shipped with it
+    feeds: float                         # bytes of input batches' boxes it loads
     early: Mapping[int, list]            # `GroupPlan.early`
     reads: Iterable[tuple[int, int]]     # places on other devices it reads from, in order
+    launches: tuple[tuple[float, Launch], ...]  # `GroupPlan.launches`
+    awaits: tuple[str, ...]
+    follows: Iterable[tuple[int, int]]   # places of the collectives' launches it awaits
 
 
 @dataclass
@@ -507,7 +592,8 @@ class _SegmentResult:
     memory: list[tuple[int, int]]
 
 
-EXPORTED = (A.Forward, A.Backward, A.Loss, A.Load, A.Fill)  # what other segments depend on
+EXPORTED = (A.Forward, A.Backward, A.Loss, A.Load, A.Fill, A.AllReduce)  # what other
+#                                                            segments depend on
 RESULTS_KEPT = 64  # results remembered per segment, for different inputs (~10 MB a 1000 steps)
 ASSEMBLED_KEPT = 16384  # whole groups remembered; all are forgotten when full
 
@@ -538,10 +624,11 @@ class Simulator:
     def _capacity(self) -> list[int]:
         return [self.machine.memory(d) for d in range(self.num_devices)]
 
-    def _feed_bytes(self, tensors) -> float:
-        if not tensors:
+    def _load_bytes(self, action: A.Action) -> float:
+        """Bytes of an input batch's box a task loads (each device reads only its boxes)."""
+        if type(action) is not A.Load:
             return 0.0
-        return float(sum(self.graph.tensors[t].spec.nbytes for t in tensors))
+        return float(action.box.volume * self.graph.tensors[action.tensor].spec.itemsize)
 
     def _finish(self, plans: list[GroupPlan], memory: list[int],
                 record_transfers: bool = False) -> Simulation:
@@ -569,7 +656,8 @@ class Simulator:
         index = {g.name: i for i, g in enumerate(groups)}
         plans = []
         for g in groups:
-            costs, sent, early, feeds = [self.machine.overheads.task], {}, [], {}
+            costs, sent, early, feeds = [], {}, [], 0.0
+            launches, awaits = [], []
             for t in g.tasks:
                 c = self.coster.cost(t, forward_of)
                 costs.append(c.ms)
@@ -577,16 +665,16 @@ class Simulator:
                     early.append((len(costs) - 1, c.to[0], c.sent))
                 else:
                     _add_sent(sent, c.sent, c.to)
-                if type(t.action) is A.Load:
-                    feeds[t.action.tensor] = True
-            plans.append(GroupPlan(g.name, g.device, math.fsum(costs), sent,
-                                   self._feed_bytes(feeds),
+                feeds += self._load_bytes(t.action)
+                _note_collective(t.action, len(costs) - 1, c.sent, launches, awaits)
+            plans.append(GroupPlan(g.name, g.device, math.fsum(costs), sent, feeds,
                                    tuple(index[k] for k in g.receive_from),
                                    tuple(index[k] for k in g.after), _early_sends(costs, early),
-                                   g.tasks, tuple(costs[1:])))
+                                   g.tasks, tuple(costs), _launch_times(costs, launches),
+                                   tuple(awaits), tuple(index[k] for k in g.follows)))
         training = self.objective is not None
         memory = weight_memory(self.graph, taskgraph.weight_devices, self.num_devices,
-                               self.state_copies, training)
+                               self.state_copies, training, taskgraph.replicated)
         for t in taskgraph.tasks:
             for device, nbytes in self.memory_model.task(t):
                 memory[device] += nbytes
@@ -651,17 +739,20 @@ class Simulator:
                     cache.clear()
                 whole = cache[key] = self._assemble(members)
             assembled[g] = whole
-        ordered, links = link({g: (whole.first, whole.reads) for g, whole in assembled.items()})
+        ordered, links = link({g: (whole.first, whole.reads, whole.follows)
+                               for g, whole in assembled.items()})
         plans = []
-        for g, (name, receive_from, after) in zip(ordered, links):
+        for g, (name, receive_from, after, follows) in zip(ordered, links):
             whole = assembled[g]
             plans.append(GroupPlan(name, g[0], whole.cost, whole.sent, whole.feeds, receive_from,
-                                   after, whole.early))
+                                   after, whole.early, launches=whole.launches,
+                                   awaits=whole.awaits, follows=follows))
         return plans
 
     def _assemble(self, members: list) -> _Assembled:
         """One group from [share, its segment's base, share, ...], in graph order."""
-        costs, sent, early, reads, feeds = [self.machine.overheads.task], {}, [], {}, {}
+        costs, sent, early, reads, feeds = [], {}, [], {}, 0.0
+        launches, awaits, follows = [], [], {}
         first = members[0].first
         for i in range(0, len(members), 2):
             share, base = members[i], members[i + 1]
@@ -670,19 +761,24 @@ class Simulator:
             if share.early:
                 shift = len(costs)
                 early += [(k + shift, d, b) for k, d, b in share.early]
+            if share.launches:
+                shift = len(costs)
+                launches += [(k + shift, launch) for k, launch in share.launches]
+            awaits += share.awaits
             costs += share.costs
             for device, nbytes in share.sent:
                 sent[device] = sent.get(device, 0) + nbytes
-            if base:
-                for device, epoch in share.reads:
-                    reads[(device, epoch + base)] = None
-            else:
-                for place in share.reads:
-                    reads[place] = None
-            for tensor in share.feeds:
-                feeds[tensor] = None
-        return _Assembled(first, math.fsum(costs), sent, self._feed_bytes(feeds),
-                          _early_sends(costs, early), tuple(reads))
+            for found, places in ((reads, share.reads), (follows, share.follows)):
+                if base:
+                    for device, epoch in places:
+                        found[(device, epoch + base)] = None
+                else:
+                    for place in places:
+                        found[place] = None
+            feeds += share.feeds
+        return _Assembled(first, math.fsum(costs), sent, feeds,
+                          _early_sends(costs, early), tuple(reads), _launch_times(costs, launches),
+                          tuple(awaits), tuple(follows))
 
     def _weight_memory(self, strategy: Strategy) -> list[int]:
         holders = self.builder.weight_devices(strategy)  # memoised: identity is content
@@ -692,7 +788,7 @@ class Simulator:
                 self._weights.clear()
             found = self._weights[id(holders)] = (weight_memory(
                 self.graph, holders, self.num_devices, self.state_copies,
-                self.objective is not None), holders)
+                self.objective is not None, self.builder.replicated(strategy)), holders)
         return found[0]
 
     def _segment_info(self, segment, strategy: Strategy) -> _SegmentInfo:
@@ -706,9 +802,13 @@ class Simulator:
         rows, memory, loads = [], {}, {}
         for t in segment.tasks:
             cost = self.coster.cost(t, forward_of)
-            fed = t.action.tensor if type(t.action) is A.Load else None
+            fed = self._load_bytes(t.action)
+            launches, awaits = [], []
+            _note_collective(t.action, 0, cost.sent, launches, awaits)
             rows.append(_TaskRow(t.key, t.device, t.deps, cost.ms, cost.sent, cost.to,
-                                 A.sent_early(t.action), isinstance(t.action, EXPORTED), fed))
+                                 A.sent_early(t.action), isinstance(t.action, EXPORTED), fed,
+                                 launches[0][1] if launches else None,
+                                 awaits[0] if awaits else None))
             for device, nbytes in self.memory_model.task(t):
                 if t.key in segment.loads:
                     loads[t.key] = (device, nbytes)
@@ -725,7 +825,7 @@ class Simulator:
         exports = {}
         groups: dict[tuple[int, int], _GroupPart] = {}
         for row in info.rows:
-            epoch, sources = place_of(row.device, row.deps, places)
+            epoch, sources, launches = place_of(row.device, row.deps, places)
             place = places[row.key] = (row.device, epoch)
             if row.key in repeated:  # an earlier segment made this load; only its place counts
                 continue
@@ -733,7 +833,7 @@ class Simulator:
                 exports[row.key] = place
             group = groups.get(place)
             if group is None:
-                group = groups[place] = _GroupPart(row.key, [], {}, {}, {}, [])
+                group = groups[place] = _GroupPart(row.key, [], {}, {}, 0.0, [])
             elif group.first.kind == LOAD:
                 group.first = naming_key(group.first, row.key)
             group.costs.append(row.ms)
@@ -743,8 +843,13 @@ class Simulator:
                 _add_sent(group.sent, row.sent, row.to)
             for source in sources:
                 group.reads[source] = True
-            if row.fed is not None:
-                group.feeds[row.fed] = True
+            for launch in launches:
+                group.follows[launch] = True
+            group.feeds += row.fed
+            if row.launch is not None:
+                group.launches.append((len(group.costs) - 1, row.launch))
+            elif row.awaits is not None:
+                group.awaits.append(row.awaits)
         memory = list(info.memory) + [info.loads[k] for k in info.loads if k not in repeated]
         return _SegmentResult(exports, tuple(part.share(place) for place, part in groups.items()),
                               memory)
@@ -753,6 +858,31 @@ class Simulator:
 def _add_sent(sent: dict[int, float], nbytes: float, to: tuple[int, ...]) -> None:
     for device in to:
         sent[device] = sent.get(device, 0) + nbytes
+
+
+def _note_collective(action: A.Action, index: int, nbytes: float, launches: list,
+                     awaits: list) -> None:
+    """Note a task's part in a collective: its launch (at `index` into its group's costs, of
+    `nbytes`, what the task costs to send), or its await."""
+    kind = type(action)
+    if kind is A.AllReduce:
+        launches.append((index, Launch(action.bucket, nbytes, action.devices, False)))
+    elif kind is A.SharePartial:
+        launches.append((index, Launch(A.partials_key(action.layer, action.phase, action.parts),
+                                       nbytes, action.members, not action.summed, True)))
+    elif kind is A.AwaitReduced:
+        awaits.append(action.bucket)
+    elif kind is A.AwaitPartials:
+        awaits.append(A.partials_key(action.layer, action.phase, action.parts))
+
+
+def _launch_times(costs: list[float], launches: list) -> tuple[tuple[float, Launch], ...]:
+    """`GroupPlan.launches` from (index into a group's costs, Launch): each starts when the
+    task at that index ends."""
+    if not launches:
+        return ()
+    ends = list(itertools.accumulate(costs))
+    return tuple((ends[k], launch) for k, launch in launches)
 
 
 def _early_sends(costs: list[float], early: list) -> Mapping[int, list]:
@@ -777,9 +907,9 @@ def write_dot(path: str, simulation: Simulation) -> None:
     end}` in ms (FlexFlow's layout), tasks of one fused group in a cluster, edges = deps."""
     lines = ["digraph taskgraph {", "  node [shape=record];"]
     names: dict[TaskKey, str] = {}
-    for g, (plan, start) in enumerate(zip(simulation.plans, simulation.starts)):
+    for g, plan in enumerate(simulation.plans):
         lines.append(f'  subgraph cluster_{g} {{ label="{plan.name} (device {plan.device})";')
-        clock = start + plan.cost - sum(plan.task_ms)  # the fused task's own overhead first
+        clock = simulation.ends[g] - sum(plan.task_ms)  # (its overheads come first)
         for t, ms in zip(plan.tasks, plan.task_ms):
             names[t.key] = f"t{len(names)}"
             kind = type(t.action).__name__

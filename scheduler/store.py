@@ -31,6 +31,7 @@ class DeviceStore:
     received_grads: dict[int, list[tuple[Box, Any]]] = field(default_factory=dict)
     saved: dict[tuple[int, int], Any] = field(default_factory=dict)
     partials: dict[tuple[int, str, int], Any] = field(default_factory=dict)  # (layer, phase, part)
+    communicator: Any = None  # sums buckets over devices (scheduler/collectives.py)
 
     def clear_iteration(self) -> None:
         self.values.clear()

@@ -28,6 +28,7 @@ from typing import NamedTuple, Union
 from ..ops.box import Box
 from ..ops.graph import Graph
 from . import actions as A
+from .collectives import BUCKET_BYTES
 from .shards import Shard, shards
 from .store import WeightKey
 from .strategy import ParallelConfig, Strategy, StrategyError, validate
@@ -48,13 +49,19 @@ class Objective:
 
 @dataclass(frozen=True)
 class Checks:
-    """What an iteration checks and measures besides training; part of the graph that runs,
-    and so of the graph that is simulated. `finite_gradients`: every weight update first
-    tests its gradient for NaN and Inf (FFModel's non-finite guard, off with
-    `--allow-nonfinite`). `kernel_times`: every kernel task records its time (`--profiling`)."""
+    """What an iteration does besides the model's math: what it checks and measures, and how it
+    sums the gradients of replicated weights; part of the graph that runs, and so of the graph
+    that is simulated. `finite_gradients`: every weight update first tests its gradient for NaN
+    and Inf (FFModel's non-finite guard, off with `--allow-nonfinite`). `kernel_times`: every
+    kernel task records its time (`--profiling`). `collectives`: a weight box held by several
+    devices has its gradient summed by an all-reduce of buckets of up to `bucket_bytes`, and
+    every holder updates it whole (`--collectives`, scheduler/collectives.py); else each holder
+    sends each shard's owner its piece (`shards.py`)."""
 
     finite_gradients: bool = False
     kernel_times: bool = False
+    collectives: bool = False
+    bucket_bytes: int = BUCKET_BYTES
 
 
 class UpdatePart(NamedTuple):
@@ -109,9 +116,13 @@ class Task:
 class TaskGraph:
     tasks: list[Task] = field(default_factory=list)  # in a topological order
     weight_devices: dict[WeightKey, list[int]] = field(default_factory=dict)  # owner first
+    replicated: frozenset[WeightKey] = frozenset()  # boxes every holder updates (all-reduced)
 
     def weight_shards(self, key: WeightKey) -> tuple[Shard, ...]:
-        """Which device updates (and keeps the optimizer state of) which part of a box."""
+        """Which device updates (and keeps the optimizer state of) which part of a box: every
+        holder all of a replicated box (each keeps the same state)."""
+        if key in self.replicated:
+            return tuple(Shard(key[2], d) for d in self.weight_devices[key])
         return shards(key[2], self.weight_devices[key])
 
     def phase(self, *phases: str) -> list[Task]:
@@ -153,6 +164,7 @@ class _Writer:
         self.tasks: list[Task] = []
         self.loads: set[TaskKey] = set()
         self.sends = 0
+        self.gathers: dict[tuple, dict[int, TaskKey]] = {}  # (phase, group) -> awaits
 
     def add(self, key: TaskKey, device: int, phase: str, action: A.Action, deps=()) -> TaskKey:
         deps = tuple(deps) if len(deps) < 2 else tuple(dict.fromkeys(deps))
@@ -274,7 +286,10 @@ class TaskGraphBuilder:
         """The graph's segments in a topological order: forward by layer, the loss, backward in
         reverse, each weight box's update right after the backward of the last layer (in
         backward order) that uses it, so that a device's program sends the box's gradient
-        pieces while the rest of its backward runs (`actions.sent_early`)."""
+        pieces while the rest of its backward runs (`actions.sent_early`). With collectives, a
+        bucket's all-reduce is launched there instead, and the awaits of the sums and the
+        updates come after all of backward, so that the sums travel while backward goes on
+        (DDP's order)."""
         layers = self.graph.layers
         out = [self._segment(self._forward_key(strategy, layer.index), strategy)
                for layer in layers]
@@ -286,7 +301,7 @@ class TaskGraphBuilder:
             if layer.index != self.skip:
                 out.append(self._segment(self._backward_key(strategy, layer.index), strategy))
             out += updates.get(layer.index, ())
-        return out
+        return out + list(updates.get(AFTER_BACKWARD, ()))
 
     def _forward_key(self, strategy: Strategy, index: int) -> tuple:
         names = [self.graph.layers[i].name for i in (index, *self.producers[index])]
@@ -310,8 +325,10 @@ class TaskGraphBuilder:
                 segment = self._loss(key, strategy)
             elif kind == "backward":
                 segment = self._backward(key, strategy, self.graph.layers[key[1]])
-            else:
+            elif kind == "update":
                 segment = self._update(key)
+            else:
+                segment = self._bucket(key)
             self._segments[key] = segment
         return segment
 
@@ -422,10 +439,25 @@ class TaskGraphBuilder:
                 self._weights_of.clear()
             holders = self._holders(strategy)
             updates: dict[int, list[Segment]] = {}
-            for after, key in self._update_keys(strategy, holders):
-                updates.setdefault(after, []).append(self._segment(key, strategy))
+            uses = self._update_uses(strategy, holders)
+            if self.checks.collectives:
+                for after, key in self._bucket_keys([u for u in uses if len(u.devices) > 1]):
+                    updates.setdefault(after, []).append(self._segment(key, strategy))
+                uses = [u for u in uses if len(u.devices) == 1]
+            for use in uses:
+                updates.setdefault(use.after, []).append(self._segment(use.key(), strategy))
             found = self._weights_of[memo] = (holders, updates)
         return found
+
+    def replicated(self, strategy: Strategy) -> frozenset[WeightKey]:
+        """The trainable weight boxes every holder updates after an all-reduce (collectives)."""
+        if not self.checks.collectives:
+            return frozenset()
+        return frozenset(k for k, devices in self.weight_devices(strategy).items()
+                         if len(devices) > 1 and self._trainable(k))
+
+    def _trainable(self, wkey: WeightKey) -> bool:
+        return self.graph.layers[wkey[0]].weights[wkey[1]].trainable
 
     def _holders(self, strategy: Strategy) -> dict[WeightKey, list[int]]:
         devices: dict[WeightKey, list[int]] = {}
@@ -436,9 +468,8 @@ class TaskGraphBuilder:
                     holders.append(device)
         return devices
 
-    def _update_keys(self, strategy: Strategy, holders: dict) -> list[tuple[int, tuple]]:
-        """(the layer whose backward completes the box's gradient, the box's update key) for
-        every trainable weight box, in order of first use."""
+    def _update_uses(self, strategy: Strategy, holders: dict) -> list["_BoxUse"]:
+        """How every trainable weight box is used, in order of first use."""
         backward: dict[WeightKey, dict[int, list[TaskKey]]] = {}
         last_use: dict[WeightKey, int] = {}
         for layer in reversed(self.weighted):
@@ -447,29 +478,90 @@ class TaskGraphBuilder:
             for wkey, device, key in self._weight_uses(layer.index, strategy[layer.name]):
                 backward.setdefault(wkey, {}).setdefault(device, []).append(key)
                 last_use[wkey] = layer.index
-        keys = []
+        uses = []
         boxes_seen: dict[tuple[int, int], int] = {}
         for wkey, devices in holders.items():
-            if not self.graph.layers[wkey[0]].weights[wkey[1]].trainable:
+            if not self._trainable(wkey):
                 continue
             box_index = boxes_seen[wkey[:2]] = boxes_seen.get(wkey[:2], -1) + 1
             done = backward.get(wkey, {})
-            keys.append((last_use.get(wkey, self.last), ("update", wkey, box_index,
-                         tuple(devices), tuple(tuple(done.get(d, ())) for d in devices))))
+            uses.append(_BoxUse(wkey, box_index, last_use.get(wkey, self.last), tuple(devices),
+                                tuple(tuple(done.get(d, ())) for d in devices)))
+        return uses
+
+    def _bucket_keys(self, uses: list["_BoxUse"]) -> list[tuple[int, tuple]]:
+        """(the layer after whose backward the bucket is launched, the key of its launch
+        segment) and (AFTER_BACKWARD, the key of its awaits and updates) for each bucket of the
+        replicated boxes `uses`: boxes in the order backward completes their gradients, cut
+        where the holders change or the bucket would pass `bucket_bytes`."""
+        ordered = sorted(uses, key=lambda use: -use.after)  # (a stable sort: weight order kept)
+        buckets: list[list[_BoxUse]] = []
+        size = 0
+        for use in ordered:
+            nbytes = use.wkey[2].volume * 4
+            if (not buckets or buckets[-1][0].devices != use.devices
+                    or size + nbytes > self.checks.bucket_bytes):
+                buckets.append([])
+                size = 0
+            buckets[-1].append(use)
+            size += nbytes
+        members = [tuple((u.wkey, u.box_index, u.done) for u in bucket) for bucket in buckets]
+        last = {bucket[0].devices: m for bucket, m in zip(buckets, members)}  # launched last
+        keys = []
+        for bucket, mine in zip(buckets, members):
+            devices = bucket[0].devices
+            keys.append((bucket[-1].after, ("allreduce", mine, devices)))
+            keys.append((AFTER_BACKWARD, ("reduced", mine, devices, last[devices])))
         return keys
 
     def _update(self, key: tuple) -> Segment:
         _, wkey, box_index, devices, done = key
         layer = self.graph.layers[wkey[0]].name
-        w = _Writer(f"{layer}.w{wkey[1]}b{box_index}", self.checks)
+        w = _Writer(_BoxUpdate.name(layer, wkey, box_index), self.checks)
         box = _BoxUpdate(w, layer, wkey, box_index, devices, done)
         box.all_gather(box.updates(box.reduce_scatter()))
         return w.segment(key)
 
+    def _bucket(self, key: tuple) -> Segment:
+        """A bucket's all-reduce launch on each holder, after the backward tasks there that
+        use its boxes ("allreduce"); or each holder's await of the sum, then its update of each
+        box, whole ("reduced"). An await depends on every holder's launch, and on the launches
+        of the last bucket of the same holders, which follow all of backward: so that no await
+        stops a device's backward while its sums travel."""
+        kind, members, devices = key[:3]
+        layer, tag, bucket = self._bucket_names(members)
+        keys = tuple(wkey for wkey, _, _ in members)
+        launches = [TaskKey(layer, "update", (tag, device), "allreduce") for device in devices]
+        w = _Writer(bucket, self.checks)
+        if kind == "allreduce":
+            for d, (launch, device) in enumerate(zip(launches, devices)):
+                w.add(launch, device, "update", A.AllReduce(bucket, keys, devices),
+                      [k for _, _, done in members for k in done[d]])
+            return w.segment(key)
+        last_layer, last_tag, _ = self._bucket_names(key[3])
+        launches += [TaskKey(last_layer, "update", (last_tag, device), "allreduce")
+                     for device in devices if last_tag != tag or last_layer != layer]
+        for device in devices:
+            summed = w.add(TaskKey(layer, "update", (tag, device), "reduced"), device, "update",
+                           A.AwaitReduced(bucket, keys), launches)
+            for wkey, index, _ in members:
+                w.add(TaskKey(self.graph.layers[wkey[0]].name, "update",
+                              UpdatePart(wkey[1], index, 0, device), "update"), device,
+                      "update", A.Update(wkey, wkey[2], self.checks.finite_gradients),
+                      [summed])
+        return w.segment(key)
+
+    def _bucket_names(self, members: tuple) -> tuple[str, str, str]:
+        """(the layer, the tag and the name) a bucket's keys are given: its first box's."""
+        first, box_index, _ = members[0]
+        layer = self.graph.layers[first[0]].name
+        return layer, f"w{first[1]}b{box_index}", _BoxUpdate.name(layer, first, box_index)
+
     # ---- assembly -------------------------------------------------------------------------------
     def build(self, strategy: Strategy) -> TaskGraph:
         tg = TaskGraph(weight_devices={k: list(v) for k, v in
-                                       self.weight_devices(strategy).items()})
+                                       self.weight_devices(strategy).items()},
+                       replicated=self.replicated(strategy))
         seen: set[TaskKey] = set()
         for segment in self.segments(strategy):
             tg.tasks += assemble(segment, seen)
@@ -477,6 +569,26 @@ class TaskGraphBuilder:
         if len(set(keys)) != len(keys):
             raise AssertionError("task keys are not unique")
         return tg
+
+
+AFTER_BACKWARD = -1  # where the segments go that follow all of backward (`segments`)
+
+
+@dataclass(frozen=True)
+class _BoxUse:
+    """How a trainable weight box is used: its number among its weight's boxes, the layer
+    whose backward completes its gradient (`after`), its holders (owner first) and each
+    holder's backward keys that use it."""
+
+    wkey: WeightKey
+    box_index: int
+    after: int
+    devices: tuple[int, ...]
+    done: tuple[tuple[TaskKey, ...], ...]
+
+    def key(self) -> tuple:
+        """The key of its update segment (sharded over its holders)."""
+        return ("update", self.wkey, self.box_index, self.devices, self.done)
 
 
 class _BoxUpdate:
@@ -491,6 +603,11 @@ class _BoxUpdate:
         self.holders = holders
         self.backward = dict(zip(holders, done))
         self.shards = shards(wkey[2], holders)
+
+    @staticmethod
+    def name(layer: str, wkey: WeightKey, box_index: int) -> str:
+        """A weight box's name in its update's keys: `<layer>.w<weight>b<box>`."""
+        return f"{layer}.w{wkey[1]}b{box_index}"
 
     def key(self, kind: str, shard: int, device: int | None = None) -> TaskKey:
         return TaskKey(self.layer, "update", UpdatePart(self.wkey[1], self.box_index, shard,
@@ -577,9 +694,7 @@ def _gather(w: _Writer, overlaps, tensor, box, device, phase, grad):
             deps.append(w.send(key, piece_device, A.Send(tensor, inter, device, False), phase,
                                [key]))
     for source, found in remote.items():
-        bounds = found[0][0] if len(found) == 1 else Box(tuple(
-            (min(b.bounds[d][0] for b, _ in found), max(b.bounds[d][1] for b, _ in found))
-            for d in range(box.ndim)))
+        bounds = found[0][0] if len(found) == 1 else Box.hull([b for b, _ in found])
         deps.append(w.send(found[0][1], source, A.Send(tensor, bounds, device, True), phase,
                            [k for _, k in found]))
     return deps
@@ -587,7 +702,12 @@ def _gather(w: _Writer, overlaps, tensor, box, device, phase, grad):
 
 def _partials(w: _Writer, layer, phase: str, group: tuple[int, ...], device: int,
               parts) -> list[TaskKey]:
-    """Dependencies that bring every partial of `group` to `device`."""
+    """Dependencies that bring every partial of `group` to `device`: with collectives, where
+    the group's partitions are on devices of their own, one collective of the group (its
+    launches and its awaits made once, `_gathered`); else a message from each other partition."""
+    members = tuple(parts[q].device for q in group)
+    if w.checks.collectives and len(set(members)) == len(members) > 1:
+        return [_gathered(w, layer, phase, group, members)[device]]
     deps = []
     for q in group:
         source = parts[q].device
@@ -598,6 +718,26 @@ def _partials(w: _Writer, layer, phase: str, group: tuple[int, ...], device: int
             deps.append(w.add(TaskKey(layer.name, phase, (q, device), "partialsend"), source,
                               phase, A.SendPartial(layer.index, phase, q, device), [key]))
     return deps
+
+
+def _gathered(w: _Writer, layer, phase: str, group: tuple[int, ...],
+              members: tuple[int, ...]) -> dict[int, TaskKey]:
+    """The awaits, by device, of the collective of `group`'s partials (a sum where the
+    operator adds them, else an all-gather): each member launches it after making its partial
+    and awaits it after every member's launch."""
+    found = w.gathers.get((phase, group))
+    if found is not None:
+        return found
+    kind, summed = f"{phase[0]}partial", layer.op.adds_partials(phase)
+    launches = [w.add(TaskKey(layer.name, phase, (q, "g"), "gather"), device, phase,
+                      A.SharePartial(layer.index, phase, q, group, members, summed),
+                      [TaskKey(layer.name, phase, q, kind)])
+                for q, device in zip(group, members)]
+    found = w.gathers[(phase, group)] = {
+        device: w.add(TaskKey(layer.name, phase, (q, "a"), "gathered"), device, phase,
+                      A.AwaitPartials(layer.index, phase, group, members, summed), launches)
+        for q, device in zip(group, members)}
+    return found
 
 
 def reduction_groups(reduction_dims, degrees) -> list[tuple[int, ...]]:

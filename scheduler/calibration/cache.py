@@ -31,7 +31,7 @@ from ..cluster import array_module
 
 CACHE_ENV = "FLEXFLOW_DASK_CACHE"
 CACHE_FORMAT = 5  # kernel times as multiples of the reference kernel timed next to each run
-CLUSTER_FORMAT = 13  # cluster files: overheads fitted to the simulator's model of the executor
+CLUSTER_FORMAT = 14  # cluster files: overheads fitted to the simulator's model of the executor
 MIN_TIMED_MS = 1e-6  # a nanosecond: no run calibration times (and divides by) is shorter
 
 
@@ -126,6 +126,14 @@ def record(fields: dict[str, Check]) -> Check:
         for key, field in fields.items():
             field(value[key], _at(where, key))
     return check
+
+
+def optional(check: Check) -> Check:
+    """A check of null, or of what `check` checks."""
+    def checked(value: Any, where: str) -> None:
+        if value is not None:
+            check(value, where)
+    return checked
 
 
 def table(item: Check) -> Check:

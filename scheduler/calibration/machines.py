@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ..machine import GB, DeviceKind, Hop, MachineModel, Overheads
+from ..machine import GB, Collectives, DeviceKind, Hop, MachineModel, Overheads, RingProtocol
 
 LOCAL_BANDWIDTH = 1e12   # bytes per ms: in-process "transfers" pass references
 
@@ -54,7 +54,19 @@ def calibrated_machine(runner, tables, cluster: dict, memory: int | None,
                         for _ in range(runner.num_devices))
     overheads = Overheads(**{k: v * drift for k, v in cluster["overheads_ms"].items()})
     return MachineModel(device_kinds, tuple(names), nodes, routes, host_routes, overheads,
-                        cluster["cores"], tables.costs, tables.partials, name="calibrated")
+                        cluster["cores"], tables.costs, tables.partials, name="calibrated",
+                        collectives=measured_collectives(cluster["collectives"], drift))
+
+
+def measured_collectives(ring: dict | None, drift: float) -> Collectives:
+    """The collectives as calibration timed them on the cluster's process groups (one
+    protocol: gloo's ring), their latencies scaled by `drift` as the overheads are; NCCL's
+    figures where they were not timed."""
+    if ring is None:
+        return Collectives()
+    step = ring["step"] * drift
+    return Collectives((RingProtocol(ring["base"] * drift, step, step),),
+                       ring["bandwidth_gbs"] * GB)
 
 
 def _host_memory() -> int:

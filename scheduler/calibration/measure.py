@@ -22,7 +22,7 @@ from ..fusion import fuse
 from ..machine import GB, MAX_DEVICES, MAX_MS, MIN_RATE, Overheads
 from ..model_probe import ModelProbe
 from .cache import (CACHE_FORMAT, CLUSTER_FORMAT, MIN_TIMED_MS, Check, cache_dir, digest, exactly,
-                    load, number, record, store)
+                    load, number, optional, record, store)
 from .fit import fit_overheads, theil_sen
 from .machines import LOCAL_BANDWIDTH, probe_machine
 from .probes import action_graph, interleaved_ms, probe_graph, ring_graph, star_graph
@@ -39,6 +39,7 @@ PACE_CHAIN, PACE_RUNS = 4, 9  # the chain (one of CHAIN) and its runs timed at e
 WIDE = 200  # actions in the probe of per-action overhead
 TOGETHER_LEAD_S = 0.3  # how far ahead devices timing the reference kernel together are started
 CORES_ROUNDS = 11  # pairs of an alone and a together run that give the effective cores
+COLLECTIVE_BYTES = (4, 8 << 20)  # the collectives timed: their latency, and their bandwidth
 
 
 def _pair(devices: int) -> tuple[int, ...]:
@@ -208,6 +209,21 @@ def _fitted_overheads(timings: _Timings, chain: Overheads, per_level: float,
     return replace(overheads, iteration=iteration + gap), fetch
 
 
+def collectives_fit(ms: dict[int, float] | None, devices: int) -> dict | None:
+    """The ring model of the collectives (`machine.Collectives`) from the times of a sum of the
+    two COLLECTIVE_BYTES sizes over `devices`: the slope in bytes gives the bandwidth (a sum
+    moves 2(n-1)/n of its bytes over each link), and the rest of the small one's time is its
+    2(n-1) steps' latency, put in the steps (so that a sum over fewer devices takes fewer);
+    None when they were not timed."""
+    if ms is None or devices < 2:
+        return None
+    small, large = COLLECTIVE_BYTES
+    share = 2 * (devices - 1) / devices
+    bandwidth = max(share * (large - small) / max(ms[large] - ms[small], 1e-6), MIN_RATE)
+    latency = max(ms[small] - share * small / bandwidth, 0.0)
+    return {"base": 0.0, "step": latency / (2 * (devices - 1)), "bandwidth_gbs": bandwidth / GB}
+
+
 def measure_cluster(runner, stream) -> dict:
     """Overheads (ms), links and effective cores of the runner's devices (one node)."""
     print("Calibrating the scheduler and links ...", file=stream, flush=True)
@@ -219,10 +235,12 @@ def measure_cluster(runner, stream) -> dict:
     cores = effective_cores(runner)
     cores_per_node = shared_cores(cores, n)
     fetch, bandwidth, host_bandwidth = 0.0, LOCAL_BANDWIDTH, LOCAL_BANDWIDTH
+    collectives = None
     if remote:
         bandwidth, host_bandwidth = _bandwidths(ms)
         overheads, fetch = _fitted_overheads(timings, overheads, per_level, cores_per_node,
                                              bandwidth)
+        collectives = collectives_fit(runner.collectives_ms(COLLECTIVE_BYTES, PROBE_RUNS), n)
     return {"overheads_ms": {"task": overheads.task, "action": overheads.action,
                              "hop": overheads.hop, "iteration": max(0.0, overheads.iteration),
                              "receive": overheads.receive, "scheduler": overheads.scheduler},
@@ -230,7 +248,8 @@ def measure_cluster(runner, stream) -> dict:
             "scheduler_ms": ms[("chain", PACE_CHAIN)],  # timed among the probes fitted
             "cores": cores_per_node, "effective_cores": cores,
             "link": {"latency_ms": fetch, "bandwidth_gbs": bandwidth / GB},
-            "host": {"latency_ms": 0.0, "bandwidth_gbs": host_bandwidth / GB}}
+            "host": {"latency_ms": 0.0, "bandwidth_gbs": host_bandwidth / GB},
+            "collectives": collectives}
 
 
 def cluster_file(shape: dict) -> Check:
@@ -239,7 +258,9 @@ def cluster_file(shape: dict) -> Check:
     model bounds them, the scheduler's pace when measured (which the pace now is divided by)."""
     ms, rate = number(0.0, MAX_MS), number(MIN_RATE / GB)
     link = record({"latency_ms": ms, "bandwidth_gbs": rate})
+    ring = record({"base": ms, "step": ms, "bandwidth_gbs": rate})
     return record({"overheads_ms": record({f.name: ms for f in fields(Overheads)}),
+                   "collectives": optional(ring),
                    "model_probe_ms": number(0.0, MAX_MS, above=True, null=True),
                    "scheduler_ms": number(MIN_TIMED_MS, MAX_MS),
                    "cores": number(1, MAX_DEVICES, null=True),

@@ -13,7 +13,7 @@ from .. import actions as A
 from .. import allocator
 from ..cluster import array_module, run_on, watched_gather, watched_wait, workers_now
 from ..executor import LocalExecutor
-from ..taskgraph import TaskGraph
+from ..taskgraph import Task, TaskGraph, TaskKey
 
 
 def _noop(*args) -> None:
@@ -22,6 +22,14 @@ def _noop(*args) -> None:
 
 def _array_module_name(cpu_only: bool) -> str:
     return array_module(cpu_only).__name__
+
+
+def collectives_graph(devices: int) -> TaskGraph:
+    """A graph that only names a sum over `devices` devices, for which an executor forms
+    their process group; it is never run."""
+    members = tuple(range(devices))
+    return TaskGraph([Task(TaskKey("probe", "update", d, "allreduce"), d, "update",
+                           A.AllReduce("probe", (), members)) for d in members])
 
 
 class LocalRunner:
@@ -59,6 +67,11 @@ class LocalRunner:
     def submit_ms(self, device: int, nbytes: int) -> float:
         return 0.0
 
+    def collectives_ms(self, sizes: tuple[int, ...], runs: int) -> None:
+        """In this process collectives are sums in memory (collectives.LocalHub): nothing to
+        time."""
+        return None
+
 
 class DaskRunner:
     """Device d is the worker `workers[d]` of a Dask cluster."""
@@ -80,10 +93,24 @@ class DaskRunner:
         watched_wait(self.client, [future], worker, "calibration")
         return watched_gather(self.client, [future], worker, "calibration")[0]
 
-    def executor(self, taskgraph: TaskGraph, ctx: A.Context | None = None):
+    def executor(self, taskgraph: TaskGraph, ctx: A.Context | None = None,
+                 collectives: bool = False):
         from ..distributed import DaskExecutor
         return DaskExecutor(taskgraph, ctx or A.Context(None), self.client, self.workers,
-                            self.cpu_only)
+                            self.cpu_only, collectives=collectives)
+
+    def collectives_ms(self, sizes: tuple[int, ...], runs: int) -> dict[int, float] | None:
+        """The median ms of an all-reduce of each of `sizes` bytes over all the devices, on
+        their torch.distributed process group; None where a worker has no torch.distributed."""
+        from .. import process_groups
+        if not all(run_on(self.client, self.workers, "calibration",
+                          process_groups.available).values()):
+            return None
+        executor = self.executor(collectives_graph(self.num_devices), collectives=True)
+        try:
+            return executor.time_collectives(sizes, runs)
+        finally:
+            executor.close()
 
     def hosts(self) -> list[str]:
         return [w.rsplit("://", 1)[-1].rsplit(":", 1)[0] for w in self.workers]

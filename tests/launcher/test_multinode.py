@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from flexflow.config import FFConfig, FlagError
-from flexflow import report
+from flexflow.deployment import check_diagnostics
 
 from ..parallel.cluster import loopback_cluster
 from .run import TINY_MLP, launch, step_losses
@@ -113,4 +113,4 @@ def test_profile_on_one_device_uses_a_one_worker_cluster(tmp_path):
 ])
 def test_profile_settings_that_cannot_work_are_refused(argv, message):
     with pytest.raises(FlagError, match=message):
-        report.check(FFConfig(argv=argv))
+        check_diagnostics(FFConfig(argv=argv))

@@ -10,7 +10,7 @@ from flexflow.scheduler.distributed import programs
 
 from .cluster import loopback_cluster
 from .models import CASES, MODELS, wide_mlp
-from .test_strategy_invariance import assert_same_run, compiled, reference, train
+from .test_strategy_invariance import Run, assert_same_run, compiled, fit, reference, train, weights
 
 
 @pytest.fixture(scope="module")
@@ -20,10 +20,19 @@ def scheduler_address():
         cluster_module.disconnect(address)
 
 
+PLANES = {"collectives": [], "messages": ["--collectives", "off"]}  # (collectives: the default)
+
+
+@pytest.mark.parametrize("plane", PLANES)
 @pytest.mark.parametrize("name, kind, n", CASES)
-def test_strategy_on_a_real_cluster(scheduler_address, name, kind, n):
-    run = train(MODELS[name], ["--scheduler", scheduler_address, "-ll:gpu", str(n)], kind, n)
-    assert_same_run(run, reference(name))
+def test_strategy_on_a_real_cluster(scheduler_address, name, kind, n, plane):
+    ff, inputs = compiled(MODELS[name], ["--scheduler", scheduler_address, "-ll:gpu", str(n),
+                                         *PLANES[plane]], kind, n)
+    taskgraph = ff.compiled.executor.taskgraph
+    shared = {k for k, d in taskgraph.weight_devices.items()
+              if len(d) > 1 and ff.graph.layers[k[0]].weights[k[1]].trainable}
+    assert taskgraph.replicated == (shared if plane == "collectives" else set())
+    assert_same_run(Run(fit(ff, inputs), weights(ff)), reference(name))
 
 
 @pytest.mark.parametrize("n", [2, 4])
