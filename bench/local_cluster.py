@@ -12,11 +12,13 @@ from flexflow.scheduler import cluster as cluster_module
 
 
 def local_cluster(workers: int) -> LocalCluster:
-    """A LocalCluster of `workers` single-threaded worker processes. The clients' periodic
+    """A LocalCluster of `workers` single-threaded worker processes, with the Dask config of
+    the clusters `-ll:gpu N` starts (`cluster.CLUSTER_CONFIG`). The clients' periodic
     refresh of the scheduler's identity is turned off for the run: it asks for no worker
     details and can land over a fresh worker list being read (`Client.scheduler_info`), which
     made the check for lost workers during long iterations see every worker gone."""
-    dask.config.set({"distributed.client.scheduler-info-interval": "1h"})
+    dask.config.set({"distributed.client.scheduler-info-interval": "1h",
+                     **cluster_module.CLUSTER_CONFIG})
     return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                         dashboard_address=":0", env=cluster_module.single_threaded_blas(),
                         silence_logs=logging.ERROR)

@@ -13,13 +13,18 @@ statistics, ours by the whole batch's (exact, reduced across devices; see torch_
                       training batch / N samples; the time runs from a barrier to a barrier
     ours-in-process   FFModel on one device in its own process, N threads for the vendor kernels
     ours-dp           FFModel data parallel on a local cluster of N single-threaded workers
+                      (batch norm's statistics exact, over the whole batch)
+    ours-dp-ddp-bn    the same with --per-partition-batch-norm: each worker's batch norm takes
+                      its own samples' statistics, as DDP with nn.BatchNorm2d does
     ours-searched     the same cluster, the strategy searched (`--budget`, parameter and
                       attribute parallelism enabled), as bench/search_vs_dp.py does
 
 Every run of a system is a child process of its own (this script with `--child`), so thread
 settings and allocator state do not leak from one system to the next; it trains `--warmup`
 steps, then times `--steps` steps (ours: a one-epoch `fit` of that many batches on data loaders,
-as a user trains, so the data set is kept on the workers and the iterations run in windows).
+as a user trains, so the data set is kept on the workers and the iterations run in windows; its
+warm-up is one such epoch on the same loaders, which places the data set on the workers, as every
+epoch but a user's first finds it, since PyTorch's processes train on a batch they hold).
 Rounds alternate the systems (round r runs each once, in an order rotated by r), so a slow spell
 of the shared host hits all of them. Reported per model and system: the median samples/s over
 the rounds, and its ratio to PyTorch DDP and to PyTorch eager (higher is better). Each child
@@ -29,7 +34,7 @@ when it finishes, fails or is interrupted.
     python bench/vs_ddp.py [--rounds 5] [--steps 5] [--warmup 2] [--batch 64] [--devices 2]
                            [--budget 1000] [--models cifar10_cnn alexnet_cifar resnet14_cifar]
                            [--systems pytorch-eager pytorch-ddp ours-in-process ours-dp
-                            ours-searched]
+                            ours-dp-ddp-bn ours-searched]
 """
 
 from __future__ import annotations
@@ -82,18 +87,18 @@ def _ours(args, name: str, argv: list[str]) -> float:
                loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
     try:
         images, labels = torch_twins.cifar_batch(args.batch)
-        if args.warmup:
-            _fit_seconds(ff, x, images, labels, args.warmup)
-        return args.steps * args.batch / _fit_seconds(ff, x, images, labels, args.steps)
+        loaders = (ff.create_data_loader(x, np.concatenate([images] * args.steps)),
+                   ff.create_data_loader(ff.label_tensor, np.concatenate([labels] * args.steps)))
+        if args.warmup:  # (one epoch: the data set is then on the workers, as after a first)
+            _fit_seconds(ff, loaders)
+        return args.steps * args.batch / _fit_seconds(ff, loaders)
     finally:
         ff.compiled.executor.close()
 
 
-def _fit_seconds(ff, x, images, labels, iterations: int) -> float:
-    """Wall time of a one-epoch `fit` of `iterations` batches (the batch repeated) on data
-    loaders, as a user trains; its `[Metrics]` lines are dropped."""
-    loaders = (ff.create_data_loader(x, np.concatenate([images] * iterations)),
-               ff.create_data_loader(ff.label_tensor, np.concatenate([labels] * iterations)))
+def _fit_seconds(ff, loaders) -> float:
+    """Wall time of a one-epoch `fit` on the data `loaders` (input, label), as a user trains;
+    its `[Metrics]` lines are dropped."""
     with contextlib.redirect_stderr(io.StringIO()):
         return torch_twins.seconds(lambda: ff.fit(x=loaders[0], y=loaders[1], epochs=1), 1)
 
@@ -131,6 +136,9 @@ SYSTEMS = {
                               "1 process x {n} threads (vendor kernels)"),
     "ours-dp": System(lambda args, name: _ours_on_cluster(args, name, []), True,
                       "{n} workers x 1 thread, data parallel"),
+    "ours-dp-ddp-bn": System(
+        lambda args, name: _ours_on_cluster(args, name, ["--per-partition-batch-norm"]), True,
+        "{n} workers x 1 thread, data parallel, batch norm per partition as DDP's"),
     "ours-searched": System(_ours_searched, True, "{n} workers x 1 thread, searched"),
 }
 

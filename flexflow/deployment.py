@@ -153,7 +153,8 @@ def start_cluster(config: FFConfig):
     wants_cluster = config.num_devices > 1 or config.force_cluster or config.profile_file
     if wants_cluster and not config.in_process:
         return cluster_module.start_local(config.num_devices, config.device_memory_mb,
-                                          plain=config.plain_cluster)
+                                          plain=config.plain_cluster,
+                                          profiled=bool(config.profile_file))
     return None
 
 

@@ -55,6 +55,11 @@ _learning_rate = _checked("learning_rate", _finite_float, lambda v: v >= 0, "mus
 COLLECTIVES = ("auto", "on", "off")
 
 
+def _interval(text: str):
+    """A count of updates (an int >= 0), or "auto"."""
+    return text if text == "auto" else _non_negative_int(text)
+
+
 def _choice(kind: str, choices: Sequence[str]):
     """A value parser accepting one of `choices`."""
     return _checked(kind, str, lambda v: v in choices, f"must be one of {', '.join(choices)}")
@@ -145,8 +150,9 @@ FLAGS = (
     F(("--per-partition-batch-norm",), "per_partition_batch_norm", None, False,
       "batch norm statistics per sample partition, as FlexFlow and DDP take them, not the "
       "whole batch's; the running ones are the first partition's, as DDP's rank 0's (ours)"),
-    F(("--recovery-interval",), "recovery_interval", _non_negative_int, 10,
-      "updates between copies kept to survive a lost worker, 0: none (ours)"),
+    F(("--recovery-interval",), "recovery_interval", _interval, "auto",
+      "updates between copies kept to survive a lost worker, 0: none, auto: at least 10, "
+      "and as many as keep the copies to 2% of the training time (ours)"),
     F(("--profile",), "profile_file", str, "", "write Dask's performance report (ours)"),
     F(("--timeline",), "timeline_file", str, "", "draw the simulated timeline (ours)"),
     F(("--search-plot",), "search_plot_file", str, "", "draw the search's progress (ours)"),

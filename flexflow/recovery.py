@@ -21,6 +21,7 @@ checkpoint file, with the optimizer's hyper-parameters as they were when it was 
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 import warnings
@@ -30,6 +31,8 @@ from . import checkpoint
 from .scheduler.cluster import SchedulerLost, WorkerLost
 
 CALLS_PER_UPDATE = 4  # forward, zero_gradients, backward, update: a low-level loop's iteration
+AUTO_LEAST, AUTO_MOST = 10, 256  # --recovery-interval auto: the updates between copies, at most
+AUTO_SHARE = 0.02  # the share of the training time its copies may take
 
 
 class WorkerLostWarning(RuntimeWarning):
@@ -42,18 +45,25 @@ class ClusterLost(RuntimeError):
 
 class Journal:
     """The host copy of the training state and the calls made since it was taken, each an
-    `action(executor)` holding what it read (a run holds its frozen IterationState)."""
+    `action(executor)` holding what it read (a run holds its frozen IterationState). With
+    `adaptive` (`--recovery-interval auto`) the interval grows from its first value as far as
+    keeps the copies (timed) to AUTO_SHARE of the training time between them, up to
+    AUTO_MOST: a large model's copy takes a large share of a short interval."""
 
-    def __init__(self, interval: int):
-        self.interval = interval
+    def __init__(self, interval: int, adaptive: bool = False):
+        self.interval = self.least = interval
+        self.adaptive = adaptive
         self.state: checkpoint.TrainingState | None = None
         self.calls: list[Callable] = []
         self.updates = 0  # updates since the copy
+        self._copied = 0.0  # when the copy was done (time.monotonic)
 
     @classmethod
     def for_run(cls, run) -> "Journal | None":
         """A journal for a CompiledRun on a cluster, unless --recovery-interval 0."""
         interval = run.model.ffconfig.recovery_interval
+        if interval == "auto":
+            return cls(AUTO_LEAST, adaptive=True) if run.cluster else None
         return cls(interval) if run.cluster and interval > 0 else None
 
     def perform(self, run, action: Callable, record: bool = True):
@@ -104,7 +114,14 @@ class Journal:
 
     def _copy_if_due(self, run) -> None:
         if self._due():
+            started = time.monotonic()
             self.state = run.read_state(run.executor)
+            copied = time.monotonic()
+            if self.adaptive and self.updates:
+                per_update = (started - self._copied) / self.updates
+                self.interval = min(AUTO_MOST, max(self.least, math.ceil(
+                    (copied - started) / (AUTO_SHARE * max(per_update, 1e-9)))))
+            self._copied = copied
             self.calls.clear()
             self.updates = 0
 

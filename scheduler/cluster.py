@@ -11,7 +11,8 @@ other share them) and closed at exit.
 A `tls://` address is reached over TLS (scheduler/security.py). Clusters started here listen on
 loopback only and use TLS with a throwaway certificate, so that no other process of the machine can
 join them or run code in them; `--plain-cluster` (`plain`) makes them plain TCP. They run with
-bounded histories (scheduler/history.py).
+bounded histories (scheduler/history.py) and without Dask's statistical profiler on the workers
+(`CLUSTER_CONFIG`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ FAILED = ("error", "cancelled")
 # The scheduler of a cluster started here drops a worker it has not heard from for this long
 # (Dask's default is 5 minutes); the client declares one lost sooner (scheduler/heartbeats.py)
 SCHEDULER_OPTIONS = {"worker_ttl": "10s"}
+# The Dask config of the clusters started here: bounded histories, and no statistical profiler
+# on the workers unless a performance report will show it (sampling every thread's stack every
+# 10 ms costs a training run about 5% of its throughput on a shared host)
+CLUSTER_CONFIG = {**BOUNDED_HISTORY, "distributed.worker.profile.enabled": False}
 CLOSE_S = 5.0  # the longest a client or a cluster we started is waited for to close
 CONNECT_S = 10.0  # the longest a scheduler at a given address is waited for to answer
 
@@ -314,25 +319,27 @@ def check_scheduler(address: str, security=None) -> None:
 
 
 def start_local(num_devices: int, device_memory_mb: int = 0, stream=sys.stdout,
-                plain: bool = False) -> Cluster:
+                plain: bool = False, profiled: bool = False) -> Cluster:
     """A local cluster of `num_devices` workers: one per GPU, or CPU processes standing in; over
-    TLS with a throwaway certificate unless `plain`."""
+    TLS with a throwaway certificate unless `plain`; with Dask's profiler on the workers if
+    `profiled` (`--profile`'s report shows it)."""
     tls = local_cluster_tls(plain)
-    key = ("local", num_devices, device_memory_mb, tls)
+    key = ("local", num_devices, device_memory_mb, tls, profiled)
     if key in _STARTED:
         return _STARTED[key].refreshed()
     import dask
     from distributed import Client
 
     gpus = gpu_count()
-    with dask.config.set(BOUNDED_HISTORY):
+    config = {**CLUSTER_CONFIG, "distributed.worker.profile.enabled": profiled}
+    with dask.config.set(config):
         if gpus:
             owned = _gpu_cluster(min(num_devices, gpus), device_memory_mb, tls)
         else:
             print(f"GPUs were not found: starting {num_devices} CPU worker "
                   f"{'process' if num_devices == 1 else 'processes'}, one per requested device.",
                   file=stream)
-            owned = _cpu_cluster(num_devices, tls)
+            owned = _cpu_cluster(num_devices, tls, config)
         client = Client(owned, set_as_default=False)
     lifetime.close_on_interrupt(close_all)
     client.wait_for_workers(num_devices if not gpus else min(num_devices, gpus))
@@ -355,7 +362,7 @@ def _gpu_cluster(num_devices: int, device_memory_mb: int, tls: bool):
                             **_memory_pools(LocalCUDACluster, device_memory_mb))
 
 
-def _cpu_cluster(num_devices: int, tls: bool):
+def _cpu_cluster(num_devices: int, tls: bool, config: dict):
     """Single-threaded CPU worker processes on loopback, started as `dask spec` commands, so they
     never import the user's `__main__`: a LocalCluster's worker processes are spawned from this
     one and run the main script again, which a script without an `if __name__ == "__main__":`
@@ -365,7 +372,7 @@ def _cpu_cluster(num_devices: int, tls: bool):
     from .local_processes import LocalProcessCluster
 
     return LocalProcessCluster(
-        num_devices, tls, BOUNDED_HISTORY, silence_logs=logging.ERROR,
+        num_devices, tls, config, silence_logs=logging.ERROR,
         scheduler_options={"dashboard": True, "dashboard_address": "127.0.0.1:0",
                            **SCHEDULER_OPTIONS},
         worker_options={"nthreads": 1, "silence_logs": logging.ERROR,

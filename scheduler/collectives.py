@@ -30,8 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 # DDP's default bucket size (`bucket_cap_mb`): large enough that a collective's fixed cost is
-# small beside its bytes, small enough that the first buckets leave while backward goes on
+# small beside its bytes, small enough that the first buckets leave while backward goes on; and
+# DDP's cap on the first bucket, which the last layers fill early in backward, so that a model
+# smaller than one bucket still sums some of its gradients while the rest of backward runs
 BUCKET_BYTES = 25 << 20
+FIRST_BUCKET_BYTES = 1 << 20
 
 
 def flatten(xp, arrays: Sequence) -> Any:

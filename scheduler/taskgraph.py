@@ -28,7 +28,7 @@ from typing import NamedTuple, Union
 from ..ops.box import Box
 from ..ops.graph import Graph
 from . import actions as A
-from .collectives import BUCKET_BYTES
+from .collectives import BUCKET_BYTES, FIRST_BUCKET_BYTES
 from .shards import Shard, shards
 from .store import WeightKey
 from .strategy import ParallelConfig, Strategy, StrategyError, validate
@@ -492,19 +492,19 @@ class TaskGraphBuilder:
     def _bucket_keys(self, uses: list["_BoxUse"]) -> list[tuple[int, tuple]]:
         """(the layer after whose backward the bucket is launched, the key of its launch
         segment) and (AFTER_BACKWARD, the key of its awaits and updates) for each bucket of the
-        replicated boxes `uses`: boxes in the order backward completes their gradients, cut
-        where the holders change or the bucket would pass `bucket_bytes`."""
+        replicated boxes `uses`: boxes in the order backward completes their gradients, a
+        bucket closed once it holds `bucket_bytes` (the first one FIRST_BUCKET_BYTES), as DDP
+        closes them, or where the holders change."""
         ordered = sorted(uses, key=lambda use: -use.after)  # (a stable sort: weight order kept)
         buckets: list[list[_BoxUse]] = []
         size = 0
         for use in ordered:
-            nbytes = use.wkey[2].volume * 4
-            if (not buckets or buckets[-1][0].devices != use.devices
-                    or size + nbytes > self.checks.bucket_bytes):
+            if not buckets or size >= self._bucket_cap(len(buckets)) or (
+                    buckets[-1][0].devices != use.devices):
                 buckets.append([])
                 size = 0
             buckets[-1].append(use)
-            size += nbytes
+            size += use.wkey[2].volume * 4
         members = [tuple((u.wkey, u.box_index, u.done) for u in bucket) for bucket in buckets]
         last = {bucket[0].devices: m for bucket, m in zip(buckets, members)}  # launched last
         keys = []
@@ -550,6 +550,11 @@ class TaskGraphBuilder:
                       "update", A.Update(wkey, wkey[2], self.checks.finite_gradients),
                       [summed])
         return w.segment(key)
+
+    def _bucket_cap(self, made: int) -> int:
+        """The bytes at which the bucket being filled, after `made` - 1 others, is closed."""
+        return (min(FIRST_BUCKET_BYTES, self.checks.bucket_bytes) if made == 1
+                else self.checks.bucket_bytes)
 
     def _bucket_names(self, members: tuple) -> tuple[str, str, str]:
         """(the layer, the tag and the name) a bucket's keys are given: its first box's."""

@@ -1,17 +1,18 @@
 """The collective path (`--collectives on`, scheduler/collectives.py) in this process: every
 strategy of the invariance tests gives the single device's numbers with replicated weights'
-gradients summed in buckets and batch norm's statistics gathered; the task graph is DDP's (one
+gradients summed in buckets and batch norm's statistics summed; the task graph is DDP's (one
 group per device through backward, buckets launched in the order backward completes them and
 awaited after it, every holder updating whole), and the bucket size decides the buckets."""
 
 import numpy as np
 import pytest
 
+from flexflow.core import ActiMode, DataType
 from flexflow.model import TRAIN_STEP
 from flexflow.scheduler import actions as A
 from flexflow.scheduler import collectives
 
-from .models import CASES, MODELS, mlp, wide_mlp
+from .models import BATCH, CASES, MODELS, classify, mlp
 from .test_strategy_invariance import assert_same_run, compiled, reference, train
 
 COLLECTIVES = ["--collectives", "on"]
@@ -43,19 +44,25 @@ def test_data_parallelism_sums_buckets_and_updates_on_every_holder():
     assert {type(t.action) for t in awaiting.tasks} == {A.AwaitReduced, A.Update}
 
 
+def four_dense(ff):
+    """Kernels of 512 KiB, 1 MiB, 1 MiB and 8 KiB (float32), biases of 2 KiB and less."""
+    x = ff.create_tensor([BATCH, 256], DataType.DT_FLOAT)
+    t = x
+    for width in (512, 512, 512):
+        t = ff.dense(t, width, ActiMode.AC_MODE_RELU)
+    return classify(ff, t, [x])
+
+
 def test_buckets_follow_backward_and_the_bucket_size():
+    """DDP's buckets: in the order backward completes the gradients (the last layer's first),
+    the first closed once it holds 1 MiB, the others once they hold --bucket-size."""
     def buckets(size_mb):
         argv = ["-ll:gpu", "2", "--in-process", *COLLECTIVES, "--bucket-size", str(size_mb)]
-        ff, _ = compiled(wide_mlp, argv, "sample", 2)
-        return ff, [t.action for t in actions_of(ff, A.AllReduce) if t.device == 0]
-    ff, one = buckets(25)
-    assert len(one) == 1  # the whole model in one bucket
-    layers = [key[0] for key in one[0].keys]
-    assert layers == sorted(layers, reverse=True)  # as backward completes the gradients
-    _, many = buckets(1)
-    assert len(many) > 1 and [k for b in many for k in b.keys] == list(one[0].keys)
-    assert all(4 * sum(k[2].volume for k in b.keys) <= 1 << 20 or len(b.keys) == 1
-               for b in many)
+        ff, _ = compiled(four_dense, argv, "sample", 2)
+        return [[(key[0], key[1]) for key in t.action.keys]
+                for t in actions_of(ff, A.AllReduce) if t.device == 0]
+    assert buckets(25) == [[(3, 0), (3, 1), (2, 0)], [(2, 1), (1, 0), (1, 1), (0, 0), (0, 1)]]
+    assert buckets(1) == [[(3, 0), (3, 1), (2, 0)], [(2, 1), (1, 0)], [(1, 1), (0, 0), (0, 1)]]
 
 
 def test_the_hub_sums_in_member_order_and_gathers_copies():

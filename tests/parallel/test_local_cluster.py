@@ -141,6 +141,17 @@ def test_the_local_cluster_s_processes_keep_bounded_histories():
     assert cluster.client.run(worker_bounds) == dict.fromkeys(cluster.workers, (logs, logs))
 
 
+@pytest.mark.parametrize("profiled", [False, True])
+def test_the_workers_profile_only_for_a_performance_report(monkeypatch, profiled):
+    monkeypatch.setattr(cluster_module, "_STARTED", {})
+    cluster = cluster_module.start_local(2, stream=io.StringIO(), profiled=profiled)
+    try:
+        found = cluster.client.run(lambda dask_worker: "profile" in dask_worker.periodic_callbacks)
+        assert found == dict.fromkeys(cluster.workers, profiled)
+    finally:
+        cluster.close()
+
+
 def test_a_model_s_programs_share_one_span(monkeypatch):
     """(Dask would start a new span for each graph submitted after the cluster was idle, which
     the scheduler keeps for ever, and each worker its metrics.) On a new cluster, where no other
