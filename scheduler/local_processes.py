@@ -2,13 +2,14 @@
 `dask spec` commands on loopback, over TLS with a throwaway certificate unless asked otherwise.
 
 Being commands of their own (as in Dask's SubprocessCluster), they never import the user's
-`__main__`. They run in a session of their own, so that a signal to the run's process group
-(Ctrl-C in a terminal, `timeout`) reaches the run alone, which then closes them; and each watches
-the run's process (scheduler/lifetime.py), so that they end with it however it ends. What such a command is to build travels as JSON on its command line, which every user
-of the machine can read (`/proc/PID/cmdline`): so the certificate and its private key are written
-to a folder only this user can read (0700, files 0600, removed when the cluster closes), and the
-commands build our `Scheduler` and `Nanny`, which take that folder's path and load the files into
-Dask's `Security` when they start. The same classes take the Dask config the cluster runs with
+`__main__`. They run in a session of their own, so that a signal to the run's process group (Ctrl-C
+in a terminal, `timeout`) reaches the run alone, which then closes them; and each watches the run's
+process (scheduler/lifetime.py), so that they end with it however it ends. What such a command is
+to build travels as JSON on its command line, which every user of the machine can read
+(`/proc/PID/cmdline`): so the certificate and its private key are written to a folder only this
+user can read (0700, files 0600, removed when the cluster closes), and the commands build our
+`Scheduler` and `Nanny`, which take that folder's path and load the files into Dask's `Security`
+when they start. The same classes take the Dask config the cluster runs with
 (scheduler/history.py), which a child process would otherwise read from its own environment only.
 """
 

@@ -5,16 +5,16 @@ hundreds of microseconds where a Dask message costs milliseconds.
 
 Rendezvous goes through Dask: the client asks the first device's worker to open a TCPStore
 (torch.distributed's key-value server) on its host (`open_store`) and hands its address and a
-random prefix to every worker, which joins, under the prefix, one process group per set of
-devices that sum buckets together and one per set that gathers partials (`join`, all workers at
-once: a group forms when all its members have joined; every worker joins its groups in one
-sorted order, so none waits for a group another has not reached). The gathers of batch norm's
-statistics have groups of their own so as not to queue behind a bucket's sum on the same
-devices (a group runs its collectives one after another). The store and the groups are the model's: a model deployed
-again (after a lost worker) forms new ones on the workers that remain, and closing the model
-closes them (`leave`). The TCPStore and gloo do not encrypt or authenticate; the prefix, sent
-over Dask's connection (TLS where the cluster uses it), keeps others from finding the model's
-keys in the store.
+random prefix to every worker, which joins, under the prefix, one process group per set of devices
+that sum buckets together and one per set that gathers partials (`join`, all workers at once: a
+group forms when all its members have joined; every worker joins its groups in one sorted order, so
+none waits for a group another has not reached). The gathers of batch norm's statistics have groups
+of their own so as not to queue behind a bucket's sum on the same devices (a group runs its
+collectives one after another). The store and the groups are the model's: a model deployed again
+(after a lost worker) forms new ones on the workers that remain, and closing the model closes them
+(`leave`). The TCPStore and gloo do not encrypt or authenticate; the prefix, sent over Dask's
+connection (TLS where the cluster uses it), keeps others from finding the model's keys in the
+store.
 
 A wait on a group cannot be interrupted: gloo's blocks until the work is done or the group's
 timeout has passed, and a timed-out wait breaks the group. So the waits run on a waiter thread
