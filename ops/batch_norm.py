@@ -2,8 +2,11 @@
 
 Where torch is installed and a partition holds whole channels (no statistic to combine with
 other partitions) both directions are one ATen call each, plus the ReLU (ops/vendor.py); the
-running buffers are updated in place by that call. Statistics combined across partitions run
-the reference kernels.
+running buffers are updated in place by that call. With statistics combined across partitions,
+ATen's kernels make each partition's partial sums (from its mean and variance), normalise with the
+combined statistics (its batch norm in inference mode, given them) and give the gradients (its
+backward's weight gradients, the input's gradient from them and the combined sums); the
+reference kernels do the same in NumPy/CuPy.
 
 Statistics are the whole batch's under every split (the default), or each sample partition's
 (`per_partition`, what `--per-partition-batch-norm` gives every batch norm at compile:
@@ -90,44 +93,71 @@ class BatchNorm(Operator):
 
     def forward_partial(self, xp, xs, ws, part):
         (x,) = xs
+        aten = vendor.aten(xp)
+        if aten is not None:  # (one pass of ATen's Welford, its mean and variance as sums)
+            torch, n = aten.torch, x.size // x.shape[1]
+            var, mean = (v.double() for v in torch.var_mean(aten.tensor(x), (0, 2, 3),
+                                                             correction=0))
+            return aten.array(torch.stack([mean * n, (var + mean * mean) * n,
+                                           torch.full_like(mean, n)]))
         x64 = x.astype("float64")
         count = xp.full(x.shape[1], x.size // x.shape[1], "float64")
         return xp.stack([_channel_sum(x64), _channel_dot(xp, x64, x64), count])
 
     def forward(self, xp, xs, ws, part):
         (x,) = xs
-        scale, bias, running_mean, running_var = ws
-        count = x.size // x.shape[1]
         aten = vendor.aten(xp)
         keeps = part.training and _first_of_box(part)
-        if aten is not None and part.reduced is None:
-            self._check_count(part.training, count, x.shape)
+        if aten is not None and (part.reduced is None or not part.training):
+            self._check_count(part.training, x.size // x.shape[1], x.shape)
             return self._aten_forward(aten, x, ws, part.training, keeps)
-        if part.training:
-            if part.reduced is None:
-                mean = _channel_sum(x) / count
-                centered = x - _per_channel(mean)
-                var = _channel_dot(xp, centered, centered) / count
-            else:  # statistics of the whole batch, combined across partitions
-                sums, squares, counts = part.reduced
-                count = int(counts[0])
-                mean64 = sums / count
-                mean = mean64.astype(x.dtype)
-                var = xp.maximum(squares / count - mean64 * mean64, 0).astype(x.dtype)
-                centered = x - _per_channel(mean)
-            self._check_count(part.training, count, x.shape)
-            if keeps:
-                running_mean[...] = (1 - self.momentum) * running_mean + self.momentum * mean
-                running_var[...] = ((1 - self.momentum) * running_var
-                                    + self.momentum * var * (count / (count - 1)))
-        else:
-            centered, var = x - _per_channel(running_mean), running_var
+        mean, var, count = self._statistics(xp, x, ws, part)
+        self._check_count(part.training, count, x.shape)
+        if keeps:
+            _, _, running_mean, running_var = ws
+            running_mean[...] = (1 - self.momentum) * running_mean + self.momentum * mean
+            running_var[...] = ((1 - self.momentum) * running_var
+                                + self.momentum * var * (count / (count - 1)))
         inv_std = (1 / xp.sqrt(var + self.eps)).astype(x.dtype)
+        if aten is not None:  # (training, on the combined statistics)
+            return self._aten_combined_forward(aten, x, ws, mean, var, inv_std, count)
+        scale, bias = ws[:2]
+        centered = x - _per_channel(mean)
         y = centered * _per_channel(scale * inv_std)
         y += _per_channel(bias)
         if self.relu:
             xp.maximum(y, 0, out=y)
         return [y], (centered, inv_std, scale, y if self.relu else None, part.training, count)
+
+    def _statistics(self, xp, x, ws, part):
+        """(mean, variance, count per channel) to normalise with: the partition's own in
+        training, or those combined across partitions (`part.reduced`); the running ones in
+        inference."""
+        if not part.training:
+            return ws[2], ws[3], x.size // x.shape[1]
+        if part.reduced is None:
+            count = x.size // x.shape[1]
+            mean = _channel_sum(x) / count
+            centered = x - _per_channel(mean)
+            return mean, _channel_dot(xp, centered, centered) / count, count
+        sums, squares, counts = part.reduced
+        count = int(counts[0])
+        mean64 = sums / count
+        var = xp.maximum(squares / count - mean64 * mean64, 0)
+        return mean64.astype(x.dtype), var.astype(x.dtype), count
+
+    def _aten_combined_forward(self, aten, x, ws, mean, var, inv_std, count):
+        """ATen's batch norm normalising with the combined statistics (its inference mode,
+        given them as the running ones)."""
+        tensor = aten.tensor(x)
+        scale, bias = aten.tensor(ws[0]), aten.tensor(ws[1])
+        mean, var = aten.tensor(mean), aten.tensor(var)
+        y = aten.ops.native_batch_norm(tensor, scale, bias, mean, var, False, self.momentum,
+                                       self.eps)[0]
+        if self.relu:
+            aten.torch.relu_(y)
+        return [aten.array(y)], _Combined(aten, tensor, scale, mean, aten.tensor(inv_std), y,
+                                          count)
 
     @staticmethod
     def _check_count(training: bool, count: int, shape) -> None:
@@ -160,11 +190,16 @@ class BatchNorm(Operator):
         return [dx], [aten.array(d_scale), aten.array(d_bias), None, None]
 
     def backward_partial(self, xp, dys, saved, part):
+        if isinstance(saved, _Combined):
+            dy, d_scale, d_bias = self._aten_weight_grads(saved, dys[0])
+            return saved.aten.array(saved.aten.torch.stack([d_bias, d_scale / saved.inv_std]))
         centered, _, _, y, _, _ = saved
         dy = dys[0] if y is None else activate_backward(xp, "relu", dys[0], y)
         return xp.stack([_channel_sum(dy), _channel_dot(xp, dy, centered)])
 
     def backward(self, xp, dys, saved, part):
+        if isinstance(saved, _Combined):
+            return self._aten_combined_backward(saved, dys[0], part)
         if isinstance(saved, vendor.Saved):
             return self._aten_backward(saved.aten, dys[0], *saved.values, part)
         centered, inv_std, scale, y, training, count = saved
@@ -182,6 +217,35 @@ class BatchNorm(Operator):
             dx -= _per_channel(gain * total_bias / count)
         return [dx], [d_scale, d_bias, None, None]
 
+    def _aten_weight_grads(self, saved: "_Combined", dy):
+        """(dy through the ReLU, this partition's sum of dy * x_hat and of dy) from ATen's
+        backward, on the combined statistics."""
+        aten = saved.aten
+        dy = aten.tensor(dy)
+        if self.relu:
+            dy = aten.ops.threshold_backward(dy, saved.y, 0)
+        _, d_scale, d_bias = aten.ops.native_batch_norm_backward(
+            dy, saved.tensor, saved.scale, None, None, saved.mean, saved.inv_std, True,
+            self.eps, [False, True, True])
+        return dy, d_scale, d_bias
+
+    def _aten_combined_backward(self, saved: "_Combined", dy, part):
+        """The reference backward's sums, as two fused ATen passes: dx = gain * dy - x * c2 +
+        (mean * c2 - c1), with c1 = gain * sum dy / count and c2 = gain * inv_std^2 * sum
+        dy * (x - mean) / count over the whole batch (`part.reduced`)."""
+        aten, torch = saved.aten, saved.aten.torch
+        dy, d_scale, d_bias = self._aten_weight_grads(saved, dy)
+        dx = None
+        if part.wants_grad(0):
+            total_bias, total_dot = (aten.tensor(total) for total in part.reduced)
+            gain = saved.scale * saved.inv_std
+            c1 = gain * total_bias / saved.count
+            c2 = gain * saved.inv_std * saved.inv_std * total_dot / saved.count
+            shape = (1, -1, 1, 1)
+            dx = torch.addcmul((saved.mean * c2 - c1).view(shape), dy, gain.view(shape))
+            dx = aten.array(dx.addcmul_(saved.tensor, c2.view(shape), value=-1))
+        return [dx], [aten.array(d_scale), aten.array(d_bias), None, None]
+
     def dim_kinds(self, inputs):
         return (DimKind.SAMPLE, DimKind.PARAMETER, DimKind.ATTRIBUTE, DimKind.ATTRIBUTE)
 
@@ -190,6 +254,19 @@ class BatchNorm(Operator):
 
     def flops(self, inputs):
         return 8 * inputs[0].size
+
+
+@dataclass(frozen=True)
+class _Combined:
+    """What a training forward on combined statistics keeps for its backward, as ATen ran it."""
+
+    aten: "vendor.Aten"
+    tensor: object
+    scale: object
+    mean: object
+    inv_std: object
+    y: object
+    count: int
 
 
 def _first_of_box(part) -> bool:
