@@ -20,13 +20,16 @@ def paper_scaling(monkeypatch):
 
 
 def _simulated_data_parallel(machine, build, batch):
-    """An independent oracle: data parallelism of `build` at global `batch` on `machine`."""
+    """An independent oracle: data parallelism of `build` at global `batch` on `machine`, the
+    task graph a default run on a cluster with torch runs (collectives, the non-finite guard)."""
     import dnn
 
     from flexflow.scheduler.simulator import Simulator
     from flexflow.scheduler.strategy import data_parallel_strategy
+    from flexflow.scheduler.taskgraph import Checks
     graph, objective = dnn.graph_of(build, batch)
-    return Simulator(graph, objective, machine).simulate(
+    checks = Checks(finite_gradients=True, collectives=True)
+    return Simulator(graph, objective, machine, checks=checks).simulate(
         data_parallel_strategy(graph, machine.num_devices))
 
 
