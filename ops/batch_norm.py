@@ -15,7 +15,7 @@ Statistics are the whole batch's under every split (the default), or each sample
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from . import vendor
 from .activation import activate_backward
@@ -190,8 +190,9 @@ class BatchNorm(Operator):
         return [dx], [aten.array(d_scale), aten.array(d_bias), None, None]
 
     def backward_partial(self, xp, dys, saved, part):
-        if isinstance(saved, _Combined):
-            dy, d_scale, d_bias = self._aten_weight_grads(saved, dys[0])
+        if isinstance(saved, _Combined):  # (kept for backward, which needs the same three)
+            saved.weight_grads[:] = self._aten_weight_grads(saved, dys[0])
+            _, d_scale, d_bias = saved.weight_grads
             return saved.aten.array(saved.aten.torch.stack([d_bias, d_scale / saved.inv_std]))
         centered, _, _, y, _, _ = saved
         dy = dys[0] if y is None else activate_backward(xp, "relu", dys[0], y)
@@ -234,7 +235,7 @@ class BatchNorm(Operator):
         (mean * c2 - c1), with c1 = gain * sum dy / count and c2 = gain * inv_std^2 * sum
         dy * (x - mean) / count over the whole batch (`part.reduced`)."""
         aten, torch = saved.aten, saved.aten.torch
-        dy, d_scale, d_bias = self._aten_weight_grads(saved, dy)
+        dy, d_scale, d_bias = saved.weight_grads or self._aten_weight_grads(saved, dy)
         dx = None
         if part.wants_grad(0):
             total_bias, total_dot = (aten.tensor(total) for total in part.reduced)
@@ -267,6 +268,7 @@ class _Combined:
     inv_std: object
     y: object
     count: int
+    weight_grads: list = field(default_factory=list)  # backward_partial's (dy, d_scale, d_bias)
 
 
 def _first_of_box(part) -> bool:
