@@ -6,6 +6,7 @@ their graph and training objective without compiling (planning for machines one 
     cifar10_cnn       FlexFlow's CIFAR-10 example CNN: four 3x3 convolutions, dense 512, 3x32x32
     inception_v3      Inception-v3 (Szegedy et al. 2016), 3x299x299
     resnet14_cifar    a CIFAR ResNet with batch norm: basic blocks 2-2-2, 32 to 128 channels
+    resnet18          ResNet-18 (He et al. 2016): a 7x7 stem, basic blocks 2-2-2-2, any image size
     resnet18_cifar    ResNet-18's basic blocks (2-2-2-2, 64 to 512 channels) on 3x32x32 images
     resnet50          ResNet-50 as FlexFlow's native resnet.py: bottleneck blocks 3-4-6-3
     resnet101         ResNet-101 (He et al. 2016), 3x224x224, bottleneck blocks 3-4-23-3
@@ -201,6 +202,22 @@ def _cifar_resnet(ff, batch, widths, classes, shortcut_norm):
     for stage, width in enumerate(widths):
         t = _basic_block(ff, t, width, 1 if stage == 0 else 2, shortcut_norm)
         t = _basic_block(ff, t, width, 1, shortcut_norm)
+    size = t.dims[2]
+    t = ff.flat(ff.pool2d(t, size, size, 1, 1, 0, 0, PoolType.POOL_AVG))
+    ff.softmax(ff.dense(t, classes))
+    return [x]
+
+
+def resnet18(ff, batch, image=224, classes=1000):
+    """ImageNet's ResNet-18 on 3 x image x image inputs: a 7x7 stride-2 stem (batch norm, ReLU)
+    and a 3x3 stride-2 max pool, four stages of two basic blocks (64 to 512 channels, every stage
+    after the first halving the maps), global average pooling, the classifier's softmax."""
+    x = ff.create_tensor([batch, 3, image, image])
+    t = ff.batch_norm(ff.conv2d(x, 64, 7, 7, 2, 2, 3, 3, use_bias=False))
+    t = ff.pool2d(t, 3, 3, 2, 2, 1, 1)
+    for stage, width in enumerate((64, 128, 256, 512)):
+        t = _basic_block(ff, t, width, 1 if stage == 0 else 2)
+        t = _basic_block(ff, t, width, 1)
     size = t.dims[2]
     t = ff.flat(ff.pool2d(t, size, size, 1, 1, 0, 0, PoolType.POOL_AVG))
     ff.softmax(ff.dense(t, classes))

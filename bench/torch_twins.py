@@ -1,5 +1,5 @@
-"""PyTorch twins of bench/dnn.py's CIFAR networks (`cifar10_cnn`, `alexnet_cifar`,
-`resnet14_cifar`), and what both frameworks train on in bench/vs_ddp.py: one synthetic
+"""PyTorch twins of bench/dnn.py's networks (`cifar10_cnn`, `alexnet_cifar`, `resnet14_cifar`,
+`resnet18` at any image size, `transformer_lm`), and what both frameworks train on in bench/vs_ddp.py: one synthetic
 CIFAR-shaped batch, SGD with momentum on the cross-entropy of the logits (our models end in a
 softmax trained with the sparse cross-entropy, the same loss), and a timer of a run of steps.
 
@@ -78,8 +78,61 @@ def _resnet14_cifar():
     return nn.Sequential(*layers, nn.AvgPool2d(8), nn.Flatten(), nn.Linear(128, CLASSES))
 
 
+def _resnet18(classes=1000):
+    """dnn.resnet18: a 7x7 stride-2 stem (batch norm, ReLU), a 3x3 stride-2 max pool, four stages
+    of two basic blocks (64 to 512 channels, batch-normalised strided 1x1 shortcuts where the
+    shape changes), global average pooling, the classifier. Convolutions without bias, as ours."""
+    from torch import nn
+
+    def conv_bn(channels_in, width, kernel, stride):
+        return [nn.Conv2d(channels_in, width, kernel, stride, kernel // 2, bias=False),
+                nn.BatchNorm2d(width)]
+
+    class BasicBlock(nn.Module):
+        def __init__(self, channels_in, width, stride):
+            super().__init__()
+            self.residual = nn.Sequential(*conv_bn(channels_in, width, 3, stride), nn.ReLU(),
+                                          *conv_bn(width, width, 3, 1))
+            self.shortcut = (nn.Identity() if stride == 1 and channels_in == width
+                             else nn.Sequential(*conv_bn(channels_in, width, 1, stride)))
+
+        def forward(self, x):
+            return nn.functional.relu(self.residual(x) + self.shortcut(x))
+
+    layers, channels_in = [*conv_bn(3, 64, 7, 2), nn.ReLU(), nn.MaxPool2d(3, 2, 1)], 64
+    for stage, width in enumerate((64, 128, 256, 512)):
+        layers += [BasicBlock(channels_in, width, 1 if stage == 0 else 2),
+                   BasicBlock(width, width, 1)]
+        channels_in = width
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(512, classes))
+
+
+def _transformer_lm(vocab=8192, width=512, heads=8, layers=4):
+    """dnn.transformer_lm: an embedding, `layers` x (self-attention + residual + layer norm,
+    a GELU dense layer 4x as wide and a dense layer back + residual + layer norm), the
+    next-token classifier at every position (logits (batch, seq, vocab))."""
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attention = nn.MultiheadAttention(width, heads, batch_first=True)
+            self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
+            self.feed = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(),
+                                      nn.Linear(4 * width, width))
+
+        def forward(self, x):
+            x = self.norm1(self.attention(x, x, x, need_weights=False)[0] + x)
+            return self.norm2(self.feed(x) + x)
+
+    return nn.Sequential(nn.Embedding(vocab, width), *[Block() for _ in range(layers)],
+                         nn.Linear(width, vocab))
+
+
 MODULES = {"cifar10_cnn": _cifar10_cnn, "alexnet_cifar": _alexnet_cifar,
-           "resnet14_cifar": _resnet14_cifar}
+           "resnet14_cifar": _resnet14_cifar, "resnet18": _resnet18,
+           "transformer_lm": _transformer_lm}
 
 
 def module(name: str):

@@ -5,9 +5,22 @@ array is a `DataSet` (scheduler/feeds.py): on a cluster it is placed on the work
 once, as FlexFlow copies a loader's array to the devices' side once, and `next_batch` hands the
 model the rows of the next `batch_size` samples, which the devices cut out themselves (and
 slice further to the boxes their partitions need).
+
+FlexFlow's loader copies its array when it is made: a later change to the array does not reach
+it. Ours keeps that guarantee without a second copy of the data set (a data set can be most of a
+machine's memory: FlexFlow's native resnet.py builds 6.3 GB of images): an array nothing can
+write any more (read-only, a read-only memory map) is used as it is; an array that owns its
+memory (or a memory map), or the one view of an array nothing else refers to (`np.zeros(n *
+m).reshape(n, m)`), is used as it is and made read-only, so that a later write raises numpy's
+"assignment destination is read-only" instead of going unseen (pass `array.copy()` to keep
+writing to yours; views made of it earlier stay writable); any other array (a view of an array
+held elsewhere) is copied.
 """
 
 from __future__ import annotations
+
+import mmap
+import sys
 
 import numpy as np
 
@@ -26,7 +39,7 @@ class SingleDataLoader:
                              f"has no data; call attach_numpy_array on it first")
         self._model = ffmodel
         self._input = input
-        self._data = DataSet(np.array(check_full_array(ffmodel, input, array)))  # a snapshot
+        self._data = DataSet(unchangeable(check_full_array(ffmodel, input, array)))
         samples = len(self._data.array)
         self._num_samples = samples if num_samples is None else int(num_samples)
         if not 0 < self._num_samples <= samples:
@@ -58,6 +71,22 @@ class SingleDataLoader:
         self._model._feed(self._input._id,
                           self._data[self._position:self._position + batch])
         self._position += batch
+
+
+def unchangeable(array: np.ndarray) -> np.ndarray:
+    """`array` as a loader keeps it: itself where nothing can write it after this, else a
+    copy (module docstring)."""
+    owner = array.base if isinstance(array.base, np.ndarray) else array  # numpy's views
+    if not (array.flags.writeable or owner.flags.writeable) and not isinstance(
+            owner.base, bytearray):
+        return array
+    # referred to by its view, by `owner` here and by the call only
+    sole_view = owner is not array and sys.getrefcount(owner) == 3
+    if (owner is array or sole_view) and (owner.base is None or isinstance(owner.base, mmap.mmap)):
+        for held in (array, owner):  # the loader owns it from now on
+            held.flags.writeable = False
+        return array
+    return np.array(array)
 
 
 def check_full_array(ffmodel, tensor: Tensor, array) -> np.ndarray:

@@ -20,6 +20,7 @@ METRIC_ORDER = (  # FlexFlow prints fields in this order
 class PerfMetrics:
     def __init__(self, metrics: Iterable[MetricsType] = ()):
         self.metrics = tuple(metrics)
+        self.peak_memory: list[int | None] | None = None  # (ours) under --profiling
         self.reset()
 
     def reset(self) -> None:

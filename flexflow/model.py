@@ -18,6 +18,7 @@ from . import checkpoint, deployment, report
 from .compiled import CompiledRun, require_compiled
 from .config import FFConfig
 from .dataloader import SingleDataLoader, check_full_array, check_same_samples
+from .scheduler.last_use import Released
 from .initializers import ArrayInitializer, Initializer, default_initializer
 from .losses import CROSS_ENTROPY_LOSSES, SPARSE_LOSSES, loss_function
 from .metrics import PerfMetrics
@@ -534,7 +535,13 @@ class FFModel:
         self._perf.reset()
 
     def get_perf_metrics(self) -> PerfMetrics:
+        """The metrics since the last reset; with --profiling also (ours) `peak_memory`, each
+        device's measured peak allocated bytes (flexflow/profiling.py), else None."""
         self._settle()
+        profiler = self._compiled.profiler if self._compiled is not None else None
+        self._perf.peak_memory = (None if profiler is None or not profiler.peaks
+                                  else [profiler.peaks.get(d) for d in
+                                        range(len(profiler.predicted_memory))])
         return self._perf
 
     def prefetch(self) -> None:
@@ -676,7 +683,8 @@ class FFModel:
                 return np.zeros(spec.shape, spec.dtype)
             raise RuntimeError(f"{tensor_name(self, tensor_id)} has no data yet")
         self._require_forward("get_tensor")
-        return self._read(lambda executor: executor.get_value(tensor_id, spec.shape, spec.dtype))
+        return self._read_held(tensor_id, lambda executor: executor.get_value(
+            tensor_id, spec.shape, spec.dtype))
 
     def _write_back(self, tensor_id: int, array: np.ndarray) -> None:
         if self.graph.tensors[tensor_id].producer is not None:
@@ -690,7 +698,20 @@ class FFModel:
             raise RuntimeError(f"{tensor_name(self, tensor_id)} is a model input: no gradient "
                                f"is computed for it (only layer outputs and weights have one)")
         shape = self.graph.tensors[tensor_id].spec.shape
-        return self._read(lambda executor: executor.get_grad(tensor_id, shape))
+        return self._read_held(tensor_id, lambda executor: executor.get_grad(tensor_id, shape))
+
+    def _read_held(self, tensor_id: int, action):
+        """`_read(action)`, a read of one of the last run's tensors; a RuntimeError saying why
+        where that run (a whole step) dropped it at its last use (scheduler/last_use.py)."""
+        try:
+            return self._read(action)
+        except Released as released:
+            what = {"value": "values", "grad": "gradient"}[released.kind]
+            raise RuntimeError(
+                f"the {what} of {tensor_name(self, tensor_id)} were freed at their last use: "
+                f"train_step(), fit() and eval() keep only the model's outputs; to read an "
+                f"intermediate tensor, run the phases by themselves (forward(), then "
+                f"backward()), which keep every value until the next forward") from None
 
     def _read(self, action):
         """`action(executor)`, a read of device state (retried, not replayed, after a lost

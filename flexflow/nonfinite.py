@@ -5,11 +5,15 @@
 Cheap while all is well, since nothing extra leaves the devices: the loss is already on the
 client in the metrics, and every weight update of a guarded task graph (built so:
 `taskgraph.Checks`) tests the gradient it is about to apply, reporting through the metrics
-channel only when that gradient is not finite. Only then does `diagnose` read this iteration's values and gradients back from the
-devices (they stay in the device stores until the next forward pass starts): the fed batches,
+channel only when that gradient is not finite. Only then does `diagnose` read this iteration's
+values and gradients back from the devices: the fed batches,
 every layer's outputs in forward order, the loss, then the gradients each layer's backward pass
 made (of its weights, then of its inputs) in backward order. A gradient that several layers add
 to (a tensor read twice, a shared weight) is named at the first of them in backward order.
+A step run as one (a training step frees each value at its last use: scheduler/last_use.py)
+is first run again up to its backward as FlexFlow's separate calls run it, which keep every
+value until the next forward, with the batch-norm buffers put back as they were; the weights
+it runs on are those the step's finite gradients have already updated.
 
 The weights stay finite: a gradient that is not finite is never applied (nor does it touch the
 optimizer state); a weight updated in shards over several devices is tested shard by shard and
@@ -27,6 +31,7 @@ import numpy as np
 
 from .scheduler.actions import NONFINITE_GRADIENT
 from .scheduler.feeds import host_batches
+from .scheduler.last_use import frees_at_last_use
 from .tensor import tensor_name
 
 
@@ -49,8 +54,24 @@ def check(run, phases: tuple[str, ...], pieces: list[dict], state) -> list[dict]
     or a gradient was not finite."""
     flagged, rest = _split(pieces)
     if _stops(run, phases, flagged, rest):
+        if frees_at_last_use(phases):
+            _run_again_keeping_values(run, state)
         raise diagnose(run, state, _loss_finite(rest), flagged)
     return rest
+
+
+def _run_again_keeping_values(run, state) -> None:
+    """Run `state`'s forward, loss and backward again as separate runs, which keep what they
+    compute; the buffers (batch norm's running statistics) are written back afterwards."""
+    graph = run.model.graph
+    buffers = {(layer.index, index): weight.shape for layer in graph.layers
+               if layer.weight_owner == layer.index
+               for index, weight in enumerate(layer.weights) if not weight.trainable}
+    kept = run.perform(lambda executor: executor.get_weights(buffers), record=False)
+    for phases, zero in ((("forward",), False), (("loss", "backward"), True)):
+        run.perform(lambda executor: executor.run(*phases, state=state, zero_gradients=zero),
+                    record=False)
+    run.perform(lambda executor: executor.set_weights(kept), record=False)
 
 
 def stops(run, phases: tuple[str, ...], pieces: list[dict]) -> bool:

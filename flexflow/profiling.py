@@ -11,6 +11,11 @@ Predicting: the time the simulator gives each of those tasks when it simulates t
 graph (`Simulator.simulate_taskgraph`) on the run's machine model: the one the flags name, or
 else the one calibration measures on the run's devices (as the search uses).
 
+Memory: each timed task also reads the bytes its device has allocated once it has run
+(scheduler/memory_use.py); the largest per device over training runs is its measured peak,
+printed under the table beside the memory model's prediction (scheduler/memory.py) and returned
+by `FFModel.get_perf_metrics().peak_memory`.
+
 Printed: one table, at the end of each `fit()` and, for hand-written training loops, when the
 process ends; times are medians over partitions and training runs (graphs run in training mode:
 `train_step`, or a hand-written loop's `forward` and `backward`), the first run left out as
@@ -49,6 +54,8 @@ class OpProfiler:
         the machine `machine_name` describes."""
         self.graph = graph
         self.predicted = predict(simulation)
+        self.predicted_memory = list(simulation.memory)
+        self.peaks: dict[int, int] = {}  # device -> most bytes allocated after a timed task
         self.machine_name = machine_name
         self.stream = stream
         self._samples: dict[tuple[int, str], list[float]] = {}  # ms per partition and run
@@ -63,6 +70,12 @@ class OpProfiler:
         times: dict[tuple[int, int, str], float] = {}
         rest = []
         for piece in pieces:
+            allocated = piece.get(A.ALLOCATED)
+            if allocated is not None:
+                device, nbytes = allocated
+                if record and nbytes > self.peaks.get(device, -1):
+                    self.peaks[device] = nbytes
+                continue
             timing = piece.get(A.TIMING)
             if timing is None:
                 rest.append(piece)
@@ -110,7 +123,14 @@ class OpProfiler:
                                                                          (layer.index, p))
                              for p in PHASES)
             rows.append(f"{layer.name:<24} {layer.type_name:<14} {cells}")
+        rows += self.memory_lines()
         return "\n".join(rows)
+
+    def memory_lines(self) -> list[str]:
+        """One line per device: its measured peak allocated bytes and the memory model's."""
+        return [f"[Profiling] device {device}: peak memory {nbytes / 2**20:.1f} MiB allocated, "
+                f"predicted {self.predicted_memory[device] / 2**20:.1f} MiB"
+                for device, nbytes in sorted(self.peaks.items())]
 
     def print_pending(self) -> None:
         """Print the table if iterations ran since it was last printed."""

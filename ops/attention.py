@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .base import Operator, expect_count, expect_float
+from .base import Kept, Operator, expect_count, expect_float
 from .box import Box
 from .spec import DimKind, ShapeError, TensorSpec, WeightSpec
 from .vendor import matmul
@@ -151,6 +151,14 @@ class MultiHeadAttention(Operator):
         if self.bias:
             out = out + out_bias
         return [out], (xs, kernels, out_kernel, qh, kh, vh, attn, context, scale)
+
+    def kept_for_backward(self, inputs):
+        """Its inputs, the projected queries, keys and values, the attention weights
+        (heads x keys per output row) and the merged context (as large as the output)."""
+        query, key = inputs[0], inputs[1]
+        keys = key.shape[1] + self.add_bias_kv + self.add_zero_attn
+        per_element = (2 * keys / query.shape[1] + 2 + self.num_heads * keys / self.embed_dim)
+        return Kept(inputs=(0, 1, 2), extra=query.itemsize * per_element)
 
     def backward(self, xp, dys, saved, part):
         xs, kernels, out_kernel, qh, kh, vh, attn, context, scale = saved

@@ -58,6 +58,29 @@ class Part:
         return self.out_boxes[0]
 
 
+@dataclass(frozen=True)
+class Kept:
+    """What an operator's training forward keeps for its backward, for the memory model
+    (scheduler/simulator.py): its inputs numbered in `inputs` and its outputs in `outputs` (the
+    arrays the device holds for them, kept alive until backward), and new arrays of `extra`
+    bytes per element of its first output. Small arrays (per channel, shapes) are not counted.
+    tests/ops/test_kept.py checks each declaration against what the forward keeps."""
+
+    inputs: tuple[int, ...] = ()
+    outputs: tuple[int, ...] = ()
+    extra: float = 0.0
+
+
+def activation_kept(mode: str, itemsize: int = 4) -> Kept:
+    """What a fused activation (ops/activation.py) keeps: its result (the op's output) for
+    ReLU, sigmoid, tanh and ELU, a copy of its argument for GELU, nothing without one."""
+    if mode == "none":
+        return Kept()
+    if mode == "gelu":
+        return Kept(extra=itemsize)
+    return Kept(outputs=(0,))
+
+
 class Operator:
     """Base class; subclasses are frozen dataclasses of the operator's attributes."""
 
@@ -84,6 +107,10 @@ class Operator:
     def backward(self, xp, dys: Sequence[Any], saved: Any, part: Part) -> tuple[list, list]:
         """Returns (input gradients, weight gradients) for the boxes of `part`."""
         raise NotImplementedError
+
+    def kept_for_backward(self, inputs: Sequence[TensorSpec]) -> Kept:
+        """What `forward` keeps for `backward` in training (`Kept`); by default its inputs."""
+        return Kept(inputs=tuple(range(len(inputs))))
 
     # ---- parallelism --------------------------------------------------------------------------
     def dim_kinds(self, inputs: Sequence[TensorSpec]) -> tuple[DimKind | None, ...]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from . import vendor
 from .activation import activate_backward
-from .base import Operator, expect_float, expect_rank
+from .base import Kept, Operator, expect_float, expect_rank
 from .box import Box
 from .spec import DimKind, TensorSpec, WeightSpec
 
@@ -156,8 +156,8 @@ class BatchNorm(Operator):
                                        self.eps)[0]
         if self.relu:
             aten.torch.relu_(y)
-        return [aten.array(y)], _Combined(aten, tensor, scale, mean, aten.tensor(inv_std), y,
-                                          count)
+        return [aten.array(y)], _Combined(aten, tensor, scale, mean, aten.tensor(inv_std),
+                                          y if self.relu else None, count)
 
     @staticmethod
     def _check_count(training: bool, count: int, shape) -> None:
@@ -176,7 +176,8 @@ class BatchNorm(Operator):
         if self.relu:
             aten.torch.relu_(y)
         return [aten.array(y)], vendor.Saved(aten, (tensor, scale, running_mean, running_var,
-                                                    mean, inv_std, y, training))
+                                                    mean, inv_std, y if self.relu else None,
+                                                    training))
 
     def _aten_backward(self, aten, dy, tensor, scale, running_mean, running_var, mean, inv_std,
                        y, training, part):
@@ -188,6 +189,10 @@ class BatchNorm(Operator):
             [part.wants_grad(0), True, True])
         dx = aten.array(dx) if part.wants_grad(0) else None
         return [dx], [aten.array(d_scale), aten.array(d_bias), None, None]
+
+    def kept_for_backward(self, inputs):
+        """Its input, and its output when it applies the ReLU (for the ReLU's backward)."""
+        return Kept(inputs=(0,), outputs=(0,) if self.relu else ())
 
     def backward_partial(self, xp, dys, saved, part):
         if isinstance(saved, _Combined):  # (kept for backward, which needs the same three)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import AlongAxis, Operator, expect_count, normalize_axis
+from .base import AlongAxis, Kept, Operator, expect_count, normalize_axis
 from .elementwise import independent_dim_kinds
 from .spec import ShapeError, TensorSpec
 
@@ -60,6 +60,9 @@ class Concat(AlongAxis):
     def forward(self, xp, xs, ws, part):
         axis = self._axis(xs[0].ndim)
         return [xp.concatenate(list(xs), axis=axis)], [x.shape[axis] for x in xs]
+
+    def kept_for_backward(self, inputs):
+        return Kept()
 
     def backward(self, xp, dys, saved, part):
         return _cut(dys[0], saved, self._axis(dys[0].ndim)), []
@@ -113,6 +116,9 @@ class Split(Operator):
     def forward(self, xp, xs, ws, part):
         (x,) = xs
         return _cut(x, self.sizes, self._axis(x.ndim)), None
+
+    def kept_for_backward(self, inputs):
+        return Kept()
 
     def backward(self, xp, dys, saved, part):
         return [xp.concatenate(list(dys), axis=self._axis(dys[0].ndim))], []

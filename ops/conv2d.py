@@ -16,13 +16,13 @@ so a border partition applies the layer's padding and an interior partition appl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator
 
 from . import vendor
 from .activation import (activate, activate_backward, aten_activate, aten_activate_backward,
                          check_activation)
-from .base import Operator, Part, expect_float, expect_rank
+from .base import Operator, Part, activation_kept, expect_float, expect_rank
 from .box import Box
 from .spec import DimKind, ShapeError, TensorSpec, WeightSpec
 
@@ -201,12 +201,22 @@ class Windows:
         Padding it cannot add (uneven, or over `max_padding`) is added here with `fill`, a
         copy (`explicit`); then `padding` is zero."""
         tensor = aten.tensor(self.read(x))
-        (top, bottom), (left, right) = ((max(edge, 0) for edge in pair) for pair in self.edges)
+        pads = tuple(tuple(max(edge, 0) for edge in pair) for pair in self.edges)
+        (top, bottom), (left, right) = pads
         limit = max_padding or (top, left)
-        if top == bottom and left == right and top <= limit[0] and left <= limit[1]:
+        if self._torch_pads_alike(tensor.shape[2:], pads) and top <= limit[0] and \
+                left <= limit[1]:
             return tensor, (top, left), False
         padded = aten.torch.nn.functional.pad(tensor, (left, right, top, bottom), value=fill)
         return padded, (0, 0), True
+
+    def _torch_pads_alike(self, hw: Pair, pads: tuple[Pair, Pair]) -> bool:
+        """Whether torch, padding an input of `hw` rows and columns on both sides by the
+        leading edges of `pads`, computes exactly these windows: it does when it fits as many
+        (a trailing edge narrower than the leading one is then padding no window reads)."""
+        return all(after <= before and (size + 2 * before - k) // s + 1 == out
+                   for size, (before, after), k, s, out in zip(hw, pads, self.kernel,
+                                                               self.stride, self.out_hw))
 
     def aten_input_grad(self, grad, explicit: bool):
         """The input's gradient from that of `aten_input`'s tensor: the padding added there
@@ -320,6 +330,9 @@ class Conv2D(Operator):
             result[...] = y
         result, act_saved = activate(xp, self.activation, result)
         return [result], (padded, kernel, act_saved, windows)
+
+    def kept_for_backward(self, inputs):
+        return replace(activation_kept(self.activation), inputs=(0,))
 
     def backward(self, xp, dys, saved, part):
         if isinstance(saved, vendor.Saved):

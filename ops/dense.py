@@ -7,12 +7,12 @@ its own thread pool beside torch's, and the two pools' spinning threads slow eac
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import vendor
 from .activation import (activate, activate_backward, aten_activate, aten_activate_backward,
                          check_activation)
-from .base import Operator, expect_float
+from .base import Operator, activation_kept, expect_float
 from .box import Box
 from .spec import DimKind, ShapeError, TensorSpec, WeightSpec
 
@@ -53,6 +53,9 @@ class Dense(Operator):
             y += ws[1]
         y, act_saved = activate(xp, self.activation, y, overwrite=True)
         return [y], (x, ws[0], act_saved)
+
+    def kept_for_backward(self, inputs):
+        return replace(activation_kept(self.activation), inputs=(0,))
 
     def backward(self, xp, dys, saved, part):
         if isinstance(saved, vendor.Saved):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Operator, expect_count, expect_float
+from .base import Kept, Operator, expect_count, expect_float
 from .elementwise import independent_dim_kinds
 from .spec import ShapeError, TensorSpec
 
@@ -74,6 +74,10 @@ class Dropout(Operator):
         # The kept elements' factor, stored in x's dtype so y = x * factor stays float32.
         factor = (u >= self.rate).astype(x.dtype) * (1.0 / (1.0 - self.rate))
         return [x * factor], factor
+
+    def kept_for_backward(self, inputs):
+        """The factor of every element (0 or 1 / (1 - rate)), an array as large as its input."""
+        return Kept(extra=inputs[0].itemsize if self.rate else 0.0)
 
     def backward(self, xp, dys, saved, part):
         (dy,) = dys

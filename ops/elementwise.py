@@ -16,7 +16,7 @@ from typing import ClassVar, Sequence
 
 from . import vendor
 from .activation import activate, activate_backward, aten_activate, aten_activate_backward
-from .base import Operator, float_like_input, float_operands, quiet, sum_to_shape
+from .base import Kept, Operator, float_like_input, float_operands, quiet, sum_to_shape
 from .box import Box
 from .spec import DimKind, ShapeError, TensorSpec
 
@@ -143,6 +143,15 @@ class ElementUnary(FuncFamily, Pointwise):
             return [x - s], None
         return [x / s], None  # scalar_true_divide
 
+    def kept_for_backward(self, inputs):
+        """Its result for the functions whose derivative follows from it, its argument for
+        GELU and pow, nothing for the others."""
+        if self.func in ("gelu", "pow"):
+            return Kept(inputs=(0,))
+        if self.func in ("relu", "sigmoid", "tanh", "elu", "exp", "rsqrt"):
+            return Kept(outputs=(0,))
+        return Kept()
+
     def backward(self, xp, dys, saved, part):
         (dy,) = dys
         func = self.func
@@ -204,6 +213,16 @@ class Broadcasting(Operator):
         return broadcast_box(out_box, inputs[index].shape)
 
 
+LINEAR_BINARY_FUNCS = ("add", "subtract")
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """An operand's shape, all a sum's backward needs of it (`sum_to_shape` reads `.shape`)."""
+
+    shape: tuple[int, ...]
+
+
 @dataclass(frozen=True)
 class ElementBinary(FuncFamily, Broadcasting):
     """y = func(a, b) with numpy broadcasting of a and b (either may broadcast)."""
@@ -218,14 +237,20 @@ class ElementBinary(FuncFamily, Broadcasting):
 
     def forward(self, xp, xs, ws, part):
         a, b = xs
+        # a sum or a difference needs only its operands' shapes for backward
+        saved = (a, b) if self.func not in LINEAR_BINARY_FUNCS else (_Shape(a.shape),
+                                                                       _Shape(b.shape))
         aten = vendor.aten(xp)
         if aten is not None:  # one pass, on every thread torch has
             y = getattr(aten.torch, self.func)(aten.tensor(a), aten.tensor(b))
-            return [aten.array(y)], (a, b)
+            return [aten.array(y)], saved
         ops = {"add": lambda: a + b, "subtract": lambda: a - b, "multiply": lambda: a * b,
                "divide": lambda: a / b, "maximum": lambda: xp.maximum(a, b),
                "minimum": lambda: xp.minimum(a, b)}
-        return [ops[self.func]()], (a, b)
+        return [ops[self.func]()], saved
+
+    def kept_for_backward(self, inputs):
+        return Kept() if self.func in LINEAR_BINARY_FUNCS else Kept(inputs=(0, 1))
 
     def backward(self, xp, dys, saved, part):
         a, b = saved

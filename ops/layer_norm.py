@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Operator, expect_count, expect_float
+from .base import Kept, Operator, expect_count, expect_float
 from .spec import DimKind, ShapeError, TensorSpec, WeightSpec
 
 
@@ -63,6 +63,10 @@ class LayerNorm(Operator):
         xhat = centred * rstd
         y = xhat * ws[0] + ws[1] if self.elementwise_affine else xhat
         return [y], (xhat, rstd, ws[0] if ws else None)
+
+    def kept_for_backward(self, inputs):
+        """The normalised input (as large as the output)."""
+        return Kept(extra=inputs[0].itemsize)
 
     def backward(self, xp, dys, saved, part):
         xhat, rstd, gamma = saved

@@ -12,11 +12,11 @@ except for an average that excludes the padding from its divisor: that one runs 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import vendor
 from .activation import activate, activate_backward, aten_activate, aten_activate_backward
-from .base import Operator
+from .base import Operator, activation_kept
 from .conv2d import Pair, Padding, Windows, check_window_op, window_input_box, window_output_hw
 from .spec import DimKind, ShapeError, TensorSpec
 
@@ -85,6 +85,11 @@ class Pool2D(Operator):
             y = windows.crop(pooled) / divisor
         y, act_saved = activate(xp, self.activation, y)
         return [y], (winner, divisor, act_saved, windows)
+
+    def kept_for_backward(self, inputs):
+        """Its input, a max pool's int64 indices of the winners, and its activation's."""
+        act = activation_kept(self.activation)
+        return replace(act, inputs=(0,), extra=act.extra + 8 * (self.pool_type == "max"))
 
     def backward(self, xp, dys, saved, part):
         if isinstance(saved, vendor.Saved):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import AlongAxis, Operator, expect_count
+from .base import AlongAxis, Kept, Operator, expect_count
 from .box import Box
 from .elementwise import independent_dim_kinds
 from .spec import DimKind, ShapeError, TensorSpec
@@ -26,6 +26,9 @@ class _Regroup(Operator):
     def forward(self, xp, xs, ws, part):
         (x,) = xs
         return [x.reshape(part.out_box.shape)], x.shape
+
+    def kept_for_backward(self, inputs):
+        return Kept()
 
     def backward(self, xp, dys, saved, part):
         return [dys[0].reshape(saved)], []
@@ -116,6 +119,9 @@ class Transpose(Operator):
         # A contiguous copy: the point of a transpose is the new memory layout.
         return [xp.ascontiguousarray(xs[0].transpose(self.perm))], None
 
+    def kept_for_backward(self, inputs):
+        return Kept()
+
     def backward(self, xp, dys, saved, part):
         inverse = tuple(sorted(range(len(self.perm)), key=self.perm.__getitem__))
         return [xp.ascontiguousarray(dys[0].transpose(inverse))], []
@@ -150,6 +156,9 @@ class Reverse(AlongAxis):
     def forward(self, xp, xs, ws, part):
         (x,) = xs
         return [xp.ascontiguousarray(xp.flip(x, self._axis(x.ndim)))], None
+
+    def kept_for_backward(self, inputs):
+        return Kept()
 
     def backward(self, xp, dys, saved, part):
         (dy,) = dys

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import vendor
-from .base import AlongAxis
+from .base import AlongAxis, Kept
 from .elementwise import independent_dim_kinds
 
 
@@ -58,6 +58,9 @@ class Softmax(AlongAxis):
                        else self.forward_partial(xp, xs, ws, part))
         y = (xp.exp(x - peak) / total).astype(x.dtype, copy=False)
         return [y], y
+
+    def kept_for_backward(self, inputs):
+        return Kept(outputs=(0,))
 
     def backward_partial(self, xp, dys, saved, part):
         return (dys[0] * saved).sum(axis=self._axis(saved.ndim), keepdims=True)

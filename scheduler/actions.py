@@ -328,6 +328,7 @@ class Update(Action):
 
 
 TIMING = "op_time_ms"  # metrics record of a timed kernel task: (layer, partition, phase, ms)
+ALLOCATED = "allocated_bytes"  # and of its device's allocated bytes after it: (device, bytes)
 
 
 def kernel_of(action: Action) -> tuple[int, int, str] | None:
@@ -342,15 +343,21 @@ def kernel_of(action: Action) -> tuple[int, int, str] | None:
 
 
 def run_timed(action: Action, store: DeviceStore, ctx: Context, out: dict) -> None:
-    """Runs a kernel action and records how long it took on its device (after the GPU's queued
-    work, when there is a GPU) in the metrics, where `--profiling` reads it."""
+    """Runs a kernel action and records in the metrics, where `--profiling` reads them, how long
+    it took on its device (after the GPU's queued work, when there is a GPU) and the bytes its
+    device has allocated once it has run (`DeviceStore.allocated`; its inputs and outputs
+    are all held then)."""
     synchronize = synchronizer(store.xp)
     synchronize()
     start = time.perf_counter()
     action.run(store, ctx, out)
     synchronize()
     ms = (time.perf_counter() - start) * 1e3
-    out.setdefault("metrics", []).append({TIMING: (*kernel_of(action), ms)})
+    records = out.setdefault("metrics", [])
+    records.append({TIMING: (*kernel_of(action), ms)})
+    allocated = store.allocated()
+    if allocated is not None:
+        records.append({ALLOCATED: (store.device, allocated)})
 
 
 def synchronizer(xp) -> Callable[[], None]:

@@ -249,8 +249,7 @@ class DaskExecutor(Executor):
                  collectives: bool = False):
         if len(set(workers)) != len(workers):
             raise ValueError(f"each device needs a worker of its own, got workers {workers}")
-        super().__init__(taskgraph, len(workers))
-        self.ctx = ctx
+        super().__init__(taskgraph, ctx, len(workers))
         self.client = client
         self.workers = workers
         self.model_id = uuid.uuid4().hex[:8]

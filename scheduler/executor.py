@@ -20,6 +20,7 @@ from .actions import Context, IterationState, run_timed
 from .collectives import LocalHub
 from .feeds import host_batches
 from .fusion import Group, fuse
+from .last_use import GRAD, VALUE, Released, frees_at_last_use, release, with_releases
 from .messages import receive
 from .store import DeviceStore, WeightKey
 from .taskgraph import TaskGraph
@@ -39,8 +40,10 @@ def run_tasks(ctx: Context, store: DeviceStore, group: Group,
     """Run `group`'s tasks in order; returns what they emitted: items keyed by destination
     device, and metric records under "metrics". The message of each task at a position in
     `early` (`actions.sent_early` names them) goes to `send_early(device, message)` at once
-    instead."""
+    instead. After each task its device drops what the task was the last to read
+    (`group.releases`)."""
     out: dict = {}
+    releases = group.releases
     for index, task in enumerate(group.tasks):
         early_message = index in early
         if early_message:
@@ -51,6 +54,8 @@ def run_tasks(ctx: Context, store: DeviceStore, group: Group,
             task.action.run(store, ctx, out)
         if early_message and len(out.get(task.action.dst, ())) > before:
             send_early(task.action.dst, out[task.action.dst].pop())
+        if releases and releases[index]:
+            release(store, releases[index])
     return out
 
 
@@ -58,14 +63,20 @@ class Executor:
     """What both executors share: planning phases into fused groups, and host access to the
     stores, expressed as functions of a store run where the store lives (`_call`)."""
 
-    def __init__(self, taskgraph: TaskGraph, num_devices: int):
+    def __init__(self, taskgraph: TaskGraph, ctx: Context, num_devices: int):
         self.taskgraph = taskgraph
+        self.ctx = ctx
         self.num_devices = num_devices
         self._groups: dict[tuple[str, ...], list[Group]] = {}
 
     def groups(self, phases: tuple[str, ...]) -> list[Group]:
+        """The fused groups of `phases`, with what each device drops at last use where a run of
+        them frees (scheduler/last_use.py; not calibration's probes, which have no model)."""
         if phases not in self._groups:
-            self._groups[phases] = fuse(self.taskgraph.phase(*phases))
+            groups = fuse(self.taskgraph.phase(*phases))
+            if self.ctx.graph is not None and frees_at_last_use(phases):
+                groups = with_releases(groups, self.ctx.graph)
+            self._groups[phases] = groups
         return self._groups[phases]
 
     def run(self, *phases: str, state: IterationState = IterationState(),
@@ -197,6 +208,8 @@ class Executor:
         return out
 
     def get_value(self, tensor: int, shape: tuple[int, ...], dtype: str):
+        """The whole value, from the pieces the devices hold (`Released` where the last run
+        dropped it at its last use)."""
         out = numpy.empty(shape, dtype)
         full = Box.full(shape)
         for d in range(self.num_devices):
@@ -221,9 +234,8 @@ class LocalExecutor(Executor):
     are faulted in again, page by page, by the next iteration."""
 
     def __init__(self, taskgraph: TaskGraph, ctx: Context, num_devices: int, xp):
-        super().__init__(taskgraph, num_devices)
+        super().__init__(taskgraph, ctx, num_devices)
         allocator.keep_freed_memory()
-        self.ctx = ctx
         hub = LocalHub()
         self.stores = [DeviceStore(d, xp, communicator=hub.for_device(d, xp))
                        for d in range(num_devices)]
@@ -287,10 +299,14 @@ def _store_get_weight_grad(store: DeviceStore, key: WeightKey):
 
 
 def _store_values(store: DeviceStore, tensor: int):
+    if not store.held(VALUE, tensor):
+        raise Released(VALUE, tensor)
     return [(box, _to_host(a)) for box, a in store.values.get(tensor, ())]
 
 
 def _store_grads(store: DeviceStore, tensor: int):
+    if not store.held(GRAD, tensor):
+        raise Released(GRAD, tensor)
     return [(box, _to_host(a)) for box, a in store.grads.get(tensor, ())]
 
 

@@ -51,6 +51,7 @@ class Group:
     receive_from: tuple[str, ...]  # names of the groups whose data for this device come here
     after: tuple[str, ...]         # names of the other groups this one must follow
     follows: tuple[str, ...] = ()  # names of the groups of the launches of what it awaits
+    releases: tuple = ()  # per task, what its device drops after it (scheduler/last_use.py)
 
 
 # Where one group stands among the others: (its name, and as indices into the ordered groups,

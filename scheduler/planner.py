@@ -21,8 +21,8 @@ from .calibration import DaskRunner, LocalRunner, calibrate
 from .costs import KernelCalls, calls_for
 from .machine import MachineError, MachineModel
 from .search import SearchOptions, SearchSpace, initial_candidates, print_strategy, search
-from .simulator import (MemoryModel, Simulation, Simulator, check_memory,
-                        optimizer_state_copies, weight_memory, write_dot)
+from .memory import MemoryModel, iteration_memory, optimizer_state_copies
+from .simulator import Simulation, Simulator, check_memory, write_dot
 from .strategy import Strategy
 from .taskgraph import Checks, Objective, TaskGraph, TaskGraphBuilder
 
@@ -73,23 +73,18 @@ def machine_from_file(options: PlanOptions) -> MachineModel | None:
     return machine
 
 
-def memory_needed(graph: Graph, taskgraph: TaskGraph, num_devices: int, training: bool,
-                  optimizer) -> list[int]:
-    """Bytes each device keeps in one iteration of `taskgraph` (see simulator.py)."""
-    memory = weight_memory(graph, taskgraph.weight_devices, num_devices,
-                           optimizer_state_copies(optimizer), training, taskgraph.replicated)
-    model = MemoryModel(graph, training)
-    for task in taskgraph.tasks:
-        for device, nbytes in model.task(task):
-            memory[device] += nbytes
-    return memory
+def memory_needed(graph: Graph, taskgraph: TaskGraph, num_devices: int,
+                  objective: Objective | None, optimizer) -> list[int]:
+    """Each device's peak bytes in one iteration of `taskgraph` (scheduler/memory.py)."""
+    return iteration_memory(MemoryModel(graph, objective), taskgraph, num_devices,
+                            optimizer_state_copies(optimizer))
 
 
-def check_fits(graph: Graph, taskgraph: TaskGraph, capacity: list[int] | None, training: bool,
-               optimizer, what: str) -> None:
+def check_fits(graph: Graph, taskgraph: TaskGraph, capacity: list[int] | None,
+               objective: Objective | None, optimizer, what: str) -> None:
     if capacity is None:
         return
-    memory = memory_needed(graph, taskgraph, len(capacity), training, optimizer)
+    memory = memory_needed(graph, taskgraph, len(capacity), objective, optimizer)
     check_memory(Simulation(0.0, memory, capacity), what)
 
 
@@ -163,7 +158,7 @@ class Planner:
             simulator = self._simulator({layer.index: [strategy[layer.name]]
                                          for layer in self.graph.layers})
         if simulator is None:
-            check_fits(self.graph, taskgraph, capacity, self.objective is not None,
+            check_fits(self.graph, taskgraph, capacity, self.objective,
                        self.optimizer, what)
         else:
             simulation = simulator.simulate_taskgraph(taskgraph)

@@ -33,10 +33,9 @@ is the last group's end plus the per-iteration overhead. Asked to (`record_trans
 pictures), the full simulation also lists when each link resource was busy with which transfer
 (`Simulation.transfers`); the search never asks, so its thousands of simulations skip that.
 
-Memory: per device, the activations and gradients it keeps for the iteration (the executor keeps
-them until the next forward), the weights it holds with their gradients, and on each owner of
-a shard of a weight box the shard's optimizer state and the gradient pieces the other holders
-send in. A strategy over a device's capacity is
+Memory: per device, the peak of what it holds (scheduler/memory.py: the weights with their
+gradients and optimizer state, and the activations and gradients of the iteration from the task
+that makes each to its last use). A strategy over a device's capacity is
 penalised by 1 ms per MB over (FlexFlow's rule) in `Simulation.cost`, which the search minimises;
 `check_memory` turns it into an error for a strategy a user gives or imports.
 
@@ -60,6 +59,8 @@ from . import actions as A
 from .costs import KernelCalls, TaskCoster
 from .fusion import LOAD, fuse, link, naming_key, place_of
 from .machine import MachineModel, Route
+from .memory import (MemoryModel, as_rows, iteration_memory, optimizer_state_copies,
+                     weight_memory)
 from .shards import shards
 from .strategy import Strategy, StrategyError
 from .taskgraph import (Checks, Objective, Task, TaskGraph, TaskGraphBuilder, TaskKey,
@@ -433,65 +434,6 @@ class _SharedCores:
             heapq.heappush(events, (t + max(work, 0.0) / rate, j, 2, version))
 
 
-# ---- memory -------------------------------------------------------------------------------------
-class MemoryModel:
-    """(device, bytes) a task adds to what devices keep until the iteration ends: a forward
-    partition its outputs and saved inputs (and in training the inputs' gradients, of the same
-    size), loads and received pieces their boxes, a loss its gradient."""
-
-    def __init__(self, graph: Graph, training: bool):
-        self.graph = graph
-        self.training = training
-        self.itemsize = [t.spec.itemsize for t in graph.tensors]
-
-    def task(self, task: Task) -> tuple[tuple[int, int], ...]:
-        action, kind, size = task.action, type(task.action), self.itemsize
-        if kind is A.Forward:
-            layer = self.graph.layers[action.layer]
-            kept = sum(b.volume * size[t] for t, b in zip(layer.outputs, action.out_boxes))
-            kept += (1 + self.training) * sum(b.volume * size[t]
-                                              for t, b in zip(layer.inputs, action.in_boxes))
-            return ((task.device, kept),)
-        if kind is A.Load or kind is A.Fill:
-            return ((task.device, action.box.volume * size[action.tensor]),)
-        if kind is A.Send:
-            return ((action.dst, action.box.volume * size[action.tensor]),)
-        if kind is A.Loss:
-            return ((task.device, action.box.volume * size[action.output]),)
-        return ()
-
-
-def weight_memory(graph: Graph, weight_devices: dict, num_devices: int, state_copies: int,
-                  training: bool, replicated: frozenset = frozenset()) -> list[int]:
-    """Weights on every holder (with their gradients in training); on each shard's owner
-    (`shards.py`), the shard's optimizer state and the pieces of its gradient the other holders
-    send in; on every holder of a `replicated` box (all-reduced), its optimizer state and its
-    copy in the bucket that is summed."""
-    memory = [0] * num_devices
-    for wkey, holders in weight_devices.items():
-        nbytes = wkey[2].volume * 4
-        trainable = training and graph.layers[wkey[0]].weights[wkey[1]].trainable
-        for d in holders:
-            memory[d] += nbytes * (2 if trainable else 1)
-        if not trainable:
-            continue
-        if wkey in replicated:
-            for d in holders:
-                memory[d] += nbytes * (state_copies + 1)
-            continue
-        for shard in shards(wkey[2], holders):
-            memory[shard.owner] += shard.box.volume * 4 * (state_copies + len(holders) - 1)
-    return memory
-
-
-def optimizer_state_copies(optimizer) -> int:
-    """Arrays of optimizer state per weight (SGD with momentum: 1, Adam: 2)."""
-    if optimizer is None:
-        return 0
-    import numpy
-    return len(optimizer.init_state(numpy, numpy.zeros(1, numpy.float32)))
-
-
 # ---- the simulator ------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class _TaskRow:
@@ -517,8 +459,8 @@ class _SegmentInfo:
     externals: tuple[TaskKey, ...]  # keys its tasks depend on that other segments make
     rooted: bool                # has tasks without dependencies (their epoch is absolute)
     rows: tuple[_TaskRow, ...]
-    memory: tuple               # (device, bytes) its tasks keep, loads excepted ...
-    loads: dict                 # ... which are here: load key -> (device, bytes)
+    memory: tuple               # its tasks' memory intervals (memory.as_rows), loads excepted ...
+    loads: dict                 # ... which are here: load key -> their rows
 
 
 @dataclass(slots=True)
@@ -589,7 +531,7 @@ class _SegmentResult:
 
     exports: dict[TaskKey, tuple[int, int]]  # key -> (device, epoch) other segments depend on
     shares: tuple[_Share, ...]
-    memory: list[tuple[int, int]]
+    memory: list  # rows of memory intervals (memory.as_rows)
 
 
 EXPORTED = (A.Forward, A.Backward, A.Loss, A.Load, A.Fill, A.AllReduce)  # what other
@@ -611,7 +553,7 @@ class Simulator:
         self.coster = TaskCoster(self.calls, machine)
         self.builder = TaskGraphBuilder(graph, objective, checks)
         self.state_copies = optimizer_state_copies(optimizer)
-        self.memory_model = MemoryModel(graph, objective is not None)
+        self.memory_model = MemoryModel(graph, objective)
         self._records: dict[int, list] = {}  # id(segment) -> [segment, info, {inputs: result}]
         self._weights: dict[int, tuple] = {}  # id(weight holders) -> (memory, holders)
         self._where: dict[str, tuple[int, int]] = {}
@@ -672,12 +614,8 @@ class Simulator:
                                    tuple(index[k] for k in g.after), _early_sends(costs, early),
                                    g.tasks, tuple(costs), _launch_times(costs, launches),
                                    tuple(awaits), tuple(index[k] for k in g.follows)))
-        training = self.objective is not None
-        memory = weight_memory(self.graph, taskgraph.weight_devices, self.num_devices,
-                               self.state_copies, training, taskgraph.replicated)
-        for t in taskgraph.tasks:
-            for device, nbytes in self.memory_model.task(t):
-                memory[device] += nbytes
+        memory = iteration_memory(self.memory_model, taskgraph, self.num_devices,
+                                  self.state_copies)
         return self._finish(plans, memory, record_transfers)
 
     # ---- delta --------------------------------------------------------------------------------
@@ -687,7 +625,7 @@ class Simulator:
         changed; costs are summed exactly (fsum), so the grouping order cannot matter."""
         where, records = self._where, self._records
         made: set[TaskKey] = set()
-        memory = list(self._weight_memory(strategy))
+        intervals = []  # each segment's rows of memory intervals
         groups: dict[tuple[int, int], list] = {}  # place -> [share, its base, share, ...]
         for segment in self.builder.segments(strategy):
             record = records.get(id(segment))  # segments are memoised: identity is content
@@ -712,8 +650,7 @@ class Simulator:
                     where[key] = (device, epoch + base)
             else:
                 where.update(result.exports)
-            for device, nbytes in result.memory:
-                memory[device] += nbytes
+            intervals += result.memory
             for share in result.shares:
                 place = share.place
                 if base:
@@ -724,6 +661,9 @@ class Simulator:
                 else:
                     members.append(share)
                     members.append(base)
+        weights, gradients = self._weight_memory(strategy)
+        peaks = self.memory_model.peak(intervals + [gradients], self.num_devices)
+        memory = [w + p for w, p in zip(weights, peaks)]
         return self._finish(self._plans(groups), memory)
 
     def _plans(self, groups: dict[tuple[int, int], list]) -> list[GroupPlan]:
@@ -780,7 +720,9 @@ class Simulator:
                           _early_sends(costs, early), tuple(reads), _launch_times(costs, launches),
                           tuple(awaits), tuple(follows))
 
-    def _weight_memory(self, strategy: Strategy) -> list[int]:
+    def _weight_memory(self, strategy: Strategy) -> tuple[list[int], object]:
+        """(bytes each device holds throughout for the weights, the rows of the weight
+        gradients' memory intervals)."""
         holders = self.builder.weight_devices(strategy)  # memoised: identity is content
         found = self._weights.get(id(holders))
         if found is None:
@@ -788,8 +730,9 @@ class Simulator:
                 self._weights.clear()
             found = self._weights[id(holders)] = (weight_memory(
                 self.graph, holders, self.num_devices, self.state_copies,
-                self.objective is not None, self.builder.replicated(strategy)), holders)
-        return found[0]
+                self.objective is not None, self.builder.replicated(strategy), False),
+                as_rows(self.memory_model.gradient_intervals(holders)), holders)
+        return found[0], found[1]
 
     def _segment_info(self, segment, strategy: Strategy) -> _SegmentInfo:
         own = {t.key for t in segment.tasks}
@@ -799,7 +742,7 @@ class Simulator:
 
         def forward_of(layer, part):
             return parts(layer, strategy[graph.layers[layer].name])[part].action
-        rows, memory, loads = [], {}, {}
+        rows, memory, loads = [], [], {}
         for t in segment.tasks:
             cost = self.coster.cost(t, forward_of)
             fed = self._load_bytes(t.action)
@@ -809,13 +752,13 @@ class Simulator:
                                  A.sent_early(t.action), isinstance(t.action, EXPORTED), fed,
                                  launches[0][1] if launches else None,
                                  awaits[0] if awaits else None))
-            for device, nbytes in self.memory_model.task(t):
-                if t.key in segment.loads:
-                    loads[t.key] = (device, nbytes)
-                else:
-                    memory[device] = memory.get(device, 0) + nbytes
+            made = self.memory_model.task(t, forward_of)
+            if t.key in segment.loads:
+                loads[t.key] = as_rows(made)
+            else:
+                memory += made
         return _SegmentInfo(externals, any(not t.deps for t in segment.tasks), tuple(rows),
-                            tuple(memory.items()), loads)
+                            (as_rows(memory),), loads)
 
     def _segment(self, segment, info: _SegmentInfo, inputs: tuple) -> _SegmentResult:
         """Epochs (as `executor.fuse` computes them, relative to the inputs' base) and the

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ops.box import Box
+from .memory_use import allocated_bytes
 
 WeightKey = tuple[int, int, Box]  # (owner layer index, weight index, box)
 
@@ -32,6 +33,21 @@ class DeviceStore:
     saved: dict[tuple[int, int], Any] = field(default_factory=dict)
     partials: dict[tuple[int, str, int], Any] = field(default_factory=dict)  # (layer, phase, part)
     communicator: Any = None  # sums buckets over devices (scheduler/collectives.py)
+    baseline: int | None = None  # bytes allocated before the model was installed here
+    released: set = field(default_factory=set)  # (kind, tensor) dropped at last use this time
+
+    def held(self, kind: str, tensor: int) -> bool:
+        """False where this iteration dropped the tensor's value or gradient ("value", "grad")
+        at its last use (scheduler/last_use.py)."""
+        return (kind, tensor) not in self.released
+
+    def __post_init__(self):
+        self.baseline = allocated_bytes(self.xp)
+
+    def allocated(self) -> int | None:
+        """Bytes allocated now beyond `baseline` (scheduler/memory_use.py), or None."""
+        now = allocated_bytes(self.xp)
+        return None if now is None or self.baseline is None else now - self.baseline
 
     def clear_iteration(self) -> None:
         self.values.clear()
@@ -39,6 +55,7 @@ class DeviceStore:
         self.received_grads.clear()
         self.saved.clear()
         self.partials.clear()
+        self.released.clear()
 
     # ---- activations ----------------------------------------------------------------------------
     def put(self, tensor: int, box: Box, array) -> None:

@@ -82,7 +82,8 @@ def test_a_model_one_device_cannot_hold_at_64_runs_at_the_largest_power_of_two_i
     import dnn
 
     from flexflow.scheduler import machine as machine_module
-    machine = machine_module.preset("k80-16x4")
+    # K80s of 4 GiB, which hold ResNet-50's data parallelism at 32 per device, not at 64
+    machine = machine_module.with_memory(machine_module.preset("k80-16x4"), 4 << 30)
     fitted = paper_scaling.baseline("resnet50", machine)
     per_device, simulation = fitted[0], fitted[4]
     assert per_device < 64 and not simulation.over

@@ -75,7 +75,7 @@ def test_only_a_trainable_weight_gets_an_update_and_its_memory(trainable):
     """A frozen weight is a constant: no update task runs for it, and the simulator charges it
     no gradient and no optimizer state."""
     from flexflow.scheduler import actions as A
-    from flexflow.scheduler.simulator import weight_memory
+    from flexflow.scheduler.memory import weight_memory
     ffmodel, x, w, out = build(trainable)
     ffmodel.compile(optimizer=SGDOptimizer(ffmodel, LR, momentum=0.9),
                     loss_type=LossType.LOSS_MEAN_SQUARED_ERROR_AVG_REDUCE)

@@ -11,6 +11,7 @@ import numpy as np
 from flexflow import profiling
 from flexflow.core import FFConfig, FFModel, LossType, MetricsType, SGDOptimizer
 from flexflow.scheduler import actions as A
+from flexflow.scheduler.store import DeviceStore
 
 from ..parallel.models import MODELS, train_losses
 from ..search.helpers import TWO_GPUS_FILE
@@ -27,9 +28,10 @@ class SleepingBackward(A.Backward):
 
 def test_timed_action_reports_the_time_it_took():
     out = {}
-    A.run_timed(SleepingBackward(7, 1, seconds=0.03), SimpleNamespace(xp=np), None, out)
-    [record] = out["metrics"]
+    A.run_timed(SleepingBackward(7, 1, seconds=0.03), DeviceStore(0, np), None, out)
+    record, allocated = out["metrics"]
     layer, part, phase, ms = record[A.TIMING]
+    assert allocated[A.ALLOCATED][0] == 0
     assert (layer, part, phase) == (7, 1, "backward")
     assert 30 <= ms < 300
 
@@ -45,7 +47,9 @@ def train(argv, steps=4):
 
 
 def rows(table: str) -> dict[str, list[str]]:
-    return {line.split()[0]: line.split()[2:] for line in table.splitlines()[2:]}
+    """The table's rows by layer name (the memory lines under it left out)."""
+    return {line.split()[0]: line.split()[2:] for line in table.splitlines()[2:]
+            if not line.startswith("[Profiling]")}
 
 
 def test_profiling_times_every_layer_and_changes_no_result():

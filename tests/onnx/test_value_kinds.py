@@ -127,7 +127,7 @@ def dropout_with_mask(ratio, data):
                     loss_type=LossType.LOSS_MEAN_SQUARED_ERROR_AVG_REDUCE)
     x.set_tensor(ffmodel, data)
     ffmodel.label_tensor.set_tensor(ffmodel, np.zeros(data.shape, np.float32))
-    ffmodel.train_step()
+    ffmodel.forward()  # training mode, every value kept (a train_step keeps only outputs)
     training = y.get_tensor(ffmodel), mask.get_tensor(ffmodel)
     ffmodel.forward(training=False)
     return training, (y.get_tensor(ffmodel), mask.get_tensor(ffmodel))

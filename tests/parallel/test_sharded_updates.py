@@ -13,7 +13,7 @@ from flexflow.core import (ActiMode, AdamOptimizer, DataType, FFConfig, FFModel,
 from flexflow.ops.box import Box
 from flexflow.scheduler import actions as A
 from flexflow.scheduler.shards import Shard, shards
-from flexflow.scheduler.simulator import weight_memory
+from flexflow.scheduler.memory import weight_memory
 from flexflow.scheduler.strategy import data_parallel_strategy
 
 from .models import BATCH, classify, concat_cnn, train_losses

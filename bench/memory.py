@@ -1,0 +1,273 @@
+"""Peak memory of a training step, flexflow-dask against PyTorch, each in a process of its own.
+
+What is measured is what a device's memory must hold: the growth of the process's peak resident
+memory (Linux's VmHWM, reset after the imports) over its resident memory after the imports, to
+the end of `--steps` training steps (SGD with momentum, the cross-entropy of the logits), one
+thread. In-process networks (batch per network below):
+
+    resnet18_112    bench/dnn.py's resnet18 (ImageNet's, batch norm) on 3x112x112, batch 32
+    resnet18_224    the same on 3x224x224, batch 32
+    cifar10_cnn     FlexFlow's cifar10_cnn, batch 64
+    transformer_lm  bench/dnn.py's transformer_lm (4 blocks, width 512, vocab 8192), batch 16
+
+Beside it: our peak allocated bytes as `--profiling` measures them (`get_perf_metrics()
+.peak_memory`: the C heap in use after each kernel task, scheduler/memory_use.py) and the memory
+model's prediction for the one device (`memory_model` below), the figure compile's memory check
+and the search use. Systems alternate within each round, rounds repeat, figures are medians;
+ratios are flexflow-dask / PyTorch (lower is better).
+
+With `--cluster`, the same per process on 2 workers: each of our 2 single-threaded Dask workers
+against each of PyTorch DDP's 2 ranks (gloo), the global batch split between them, the growth
+counted from when the model is on the devices (weights placed) to the end of the steps.
+
+    python bench/memory.py [--rounds 3] [--networks resnet18_112 ...] [--steps 3] [--cluster]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+NETWORKS = {"resnet18_112": ("resnet18", 32, 112), "resnet18_224": ("resnet18", 32, 224),
+            "cifar10_cnn": ("cifar10_cnn", 64, 32), "transformer_lm": ("transformer_lm", 16, 0)}
+SYSTEMS = ("flexflow", "pytorch")
+MB = 1e6
+
+
+def _status_kb(field: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def start_peak() -> int:
+    """Reset this process's peak resident memory to its present one; that, in bytes."""
+    with open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")
+    return _status_kb("VmRSS") * 1024
+
+
+def peak_since(start: int) -> int:
+    """Bytes the peak resident memory grew since `start_peak()` returned `start`."""
+    return _status_kb("VmHWM") * 1024 - start
+
+
+def batch_of(network: str):
+    """(inputs, labels) of a network's synthetic batch, from one seed."""
+    import numpy as np
+    name, batch, image = NETWORKS[network]
+    rng = np.random.default_rng(0)
+    if name == "transformer_lm":
+        return (rng.integers(0, 8192, (batch, 64)).astype(np.int32),
+                rng.integers(0, 64, (batch, 1)).astype(np.int32))  # memory alike either way
+    return (rng.standard_normal((batch, 3, image, image)).astype(np.float32),
+            rng.integers(0, 10 if name == "cifar10_cnn" else 1000, (batch, 1)).astype(np.int32))
+
+
+def flexflow_model(network: str, argv: tuple[str, ...] = ()):
+    """A compiled FFModel of `network` (in-process, or as `argv` says) fed its batch, with
+    `--profiling`, which measures its peak allocated bytes."""
+    import dnn
+
+    from flexflow.core import FFConfig, FFModel, LossType, MetricsType, SGDOptimizer
+    name, batch, image = NETWORKS[network]
+    ff = FFModel(FFConfig(argv=["--profiling", *argv], batch_size=batch))
+    build = getattr(dnn, name)
+    x = (build(ff, batch, image) if image and name != "cifar10_cnn" else build(ff, batch))[0]
+    ff.compile(optimizer=SGDOptimizer(ff, lr=0.01, momentum=0.9),
+               loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+               metrics=[MetricsType.METRICS_ACCURACY])
+    xb, yb = batch_of(network)
+    x.set_tensor(ff, xb)
+    ff.label_tensor.set_tensor(ff, yb)
+    return ff
+
+
+def pytorch_step(network: str):
+    import torch
+    import torch_twins
+    name = NETWORKS[network][0]
+    net = torch_twins.module(name)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    xb, yb = batch_of(network)
+    x, y = torch.from_numpy(xb), torch.from_numpy(yb).long().reshape(-1)
+    if name == "transformer_lm":  # a token per position, as ours (a label per sample) reads
+        x, y = x.long(), y.repeat_interleave(xb.shape[1])
+
+    def step():
+        optimizer.zero_grad()
+        logits = net(x)
+        torch.nn.functional.cross_entropy(logits.reshape(y.shape[0], -1), y).backward()
+        optimizer.step()
+    return step
+
+
+def memory_model(ff, devices: int = 1):
+    """The memory model's predicted peak bytes of the model's one device, or of each of its
+    `devices` (the figures the simulator and compile's memory check use)."""
+    from flexflow.deployment import update_rule
+    from flexflow.scheduler.planner import memory_needed
+    peaks = memory_needed(ff.graph, ff.compiled.executor.taskgraph, devices,
+                          ff.compiled.objective, update_rule(ff.optimizer))
+    return peaks[0] if devices == 1 else peaks
+
+
+def child(system: str, network: str, steps: int) -> dict:
+    import torch
+    torch.set_num_threads(1)
+    if system == "flexflow":
+        import flexflow.core  # noqa: F401  (its imports, before the baseline)
+    start = start_peak()
+    figures = {}
+    if system == "flexflow":
+        ff = flexflow_model(network)
+        for _ in range(steps):
+            ff.train_step()
+        figures["predicted"] = memory_model(ff)
+        figures["allocated"] = ff.get_perf_metrics().peak_memory[0]
+    else:
+        step = pytorch_step(network)
+        for _ in range(steps):
+            step()
+    figures["peak"] = peak_since(start)
+    return figures
+
+
+def cluster_child(system: str, network: str, steps: int) -> dict:
+    """Per worker (or rank) peak growth over `steps` steps on 2 of them."""
+    if system == "flexflow":
+        return _ours_on_two_workers(network, steps)
+    import torch.multiprocessing as mp
+    import torch_ddp
+    import os
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(torch_ddp.free_port()),
+                      GLOO_SOCKET_IFNAME="lo")
+    results = mp.get_context("spawn").SimpleQueue()
+    mp.spawn(_ddp_rank, args=(network, steps, results), nprocs=2, join=True)
+    peaks = sorted(results.get() for _ in range(2))
+    return {"peak": [peak for _, peak in peaks]}
+
+
+def _ddp_rank(rank: int, network: str, steps: int, results) -> None:
+    import torch
+    import torch.distributed as dist
+    import torch_twins
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        net = torch.nn.parallel.DistributedDataParallel(torch_twins.module(NETWORKS[network][0]))
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+        xb, yb = batch_of(network)
+        share = len(xb) // 2
+        x = torch.from_numpy(xb[rank * share:(rank + 1) * share])
+        y = torch.from_numpy(yb[rank * share:(rank + 1) * share]).long().reshape(-1)
+        start = start_peak()
+        for _ in range(steps):
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(net(x), y).backward()
+            optimizer.step()
+        results.put((rank, peak_since(start)))
+    finally:
+        dist.destroy_process_group()
+
+
+def _ours_on_two_workers(network: str, steps: int) -> dict:
+    from local_cluster import local_cluster
+
+    from flexflow.scheduler import cluster as cluster_module
+    with local_cluster(2) as cluster:
+        address = cluster.scheduler_address
+        try:
+            ff = flexflow_model(network, ["--scheduler", address, "-ll:gpu", "2"])
+            client = ff.compiled.cluster.client
+            starts = client.run(start_peak)
+            for _ in range(steps):
+                ff.train_step()
+            peaks = client.run(lambda dask_worker: peak_since(starts[dask_worker.address]))
+            workers = ff.compiled.cluster.workers
+            return {"peak": [peaks[w] for w in workers],
+                    "allocated": ff.get_perf_metrics().peak_memory,
+                    "predicted": memory_model(ff, len(workers))}
+        finally:
+            ff.compiled.executor.close()
+            cluster_module.disconnect(address)
+
+
+def run_child(system: str, network: str, steps: int, cluster: bool = False) -> dict:
+    env_threads = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                          "MKL_NUM_THREADS")}
+    import os
+    done = subprocess.run([sys.executable, __file__, "--child", system, network,
+                           "--steps", str(steps)] + ["--cluster"] * cluster,
+                          env=dict(os.environ, **env_threads),
+                          capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise RuntimeError(f"{system} {network} failed:\n{done.stderr[-3000:]}")
+    return json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][-1])
+
+
+def measure(network: str, rounds: int, steps: int, cluster: bool) -> dict[str, list[dict]]:
+    figures: dict[str, list[dict]] = {system: [] for system in SYSTEMS}
+    for round_index in range(rounds):
+        order = SYSTEMS if round_index % 2 == 0 else SYSTEMS[::-1]
+        for system in order:
+            figures[system].append(run_child(system, network, steps, cluster))
+    return figures
+
+
+def report(network: str, figures: dict[str, list[dict]], load: str) -> None:
+    def median(system, figure):
+        return statistics.median(f[figure] for f in figures[system])
+    ours, theirs = median("flexflow", "peak"), median("pytorch", "peak")
+    allocated, predicted = median("flexflow", "allocated"), median("flexflow", "predicted")
+    print(f"{network:15s} resident: pytorch {theirs / MB:6.0f} MB  flexflow-dask "
+          f"{ours / MB:6.0f} MB  ratio {ours / theirs:4.2f}x | allocated {allocated / MB:6.0f} MB"
+          f"  predicted {predicted / MB:6.0f} MB ({(predicted - allocated) / allocated:+.1%})  "
+          f"({load})", flush=True)
+
+
+def report_cluster(network: str, figures: dict[str, list[dict]], load: str) -> None:
+    """One line per worker (rank)."""
+    for k in range(2):
+        def median(system, figure):
+            return statistics.median(f[figure][k] for f in figures[system])
+        ours, theirs = median("flexflow", "peak"), median("pytorch", "peak")
+        allocated, predicted = median("flexflow", "allocated"), median("flexflow", "predicted")
+        print(f"{network:15s} worker {k}  resident: DDP rank {theirs / MB:6.0f} MB  "
+              f"flexflow-dask {ours / MB:6.0f} MB  ratio {ours / theirs:4.2f}x | allocated "
+              f"{allocated / MB:6.0f} MB  predicted {predicted / MB:6.0f} MB "
+              f"({(predicted - allocated) / allocated:+.1%})  ({load})", flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--networks", nargs="+", choices=list(NETWORKS), default=list(NETWORKS))
+    parser.add_argument("--cluster", action="store_true",
+                        help="2 workers against PyTorch DDP's 2 ranks, per process")
+    parser.add_argument("--child", nargs=2, metavar=("SYSTEM", "NETWORK"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).parent))
+    if args.child:
+        run = cluster_child if args.cluster else child
+        print(json.dumps(run(*args.child, args.steps)))
+        return
+    from host_load import StealMeter, describe
+    print(f"peak resident memory growth over {args.steps} training steps, one thread, median of "
+          f"{args.rounds} alternating rounds; flexflow-dask / PyTorch (lower is better)",
+          flush=True)
+    for network in args.networks:
+        steal = StealMeter()
+        figures = measure(network, args.rounds, args.steps, args.cluster)
+        (report_cluster if args.cluster else report)(network, figures, describe(steal.read()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+"""The memory model: each device's peak bytes in one iteration of a task graph, as the executor
+holds them (values and gradients dropped at their last use, scheduler/last_use.py; what each
+forward keeps for its backward, `Operator.kept_for_backward`).
+
+An iteration is a line of positions: layer L's forward at L, the loss at n (the layer count),
+layer L's backward at 2n - L. Every array a task makes is an interval on that line, on one
+device, inclusive at both ends (what a task reads and what it makes exist at once):
+
+- a value from its producer's forward to its last reader's forward, or, when a forward keeps it
+  for backward, to the backward of the first layer (in graph order) that keeps it, the last of
+  those backward passes to run; the model's outputs and the label to the end of the iteration;
+- what a forward keeps beyond its inputs and outputs (`Kept.extra`), to its own backward;
+- a gradient piece from the backward that makes it (or the loss) to the backward of the tensor's
+  producer, which reads it; a read that sums several pieces makes one more, for that backward.
+
+A value or gradient sent to another device is an interval there too. Weights, their gradients
+and optimizer state (`weight_memory`) are held throughout. The peak is the largest sum of the
+intervals over positions (`peak`). Kernels' own scratch memory is not modelled.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy
+
+from ..ops.graph import Graph
+from . import actions as A
+from .shards import shards
+from .taskgraph import Objective, Task
+
+Interval = tuple[int, int, int, int]  # (device, first position, last position, bytes)
+
+
+class MemoryModel:
+    """The intervals (`Interval`) of the arrays each task makes, for one model's graph."""
+
+    def __init__(self, graph: Graph, objective: Objective | None):
+        self.graph = graph
+        self.layers = n = len(graph.layers)
+        self.end = 2 * n + 1  # after the last backward: what the iteration keeps to its end
+        self.itemsize = [t.spec.itemsize for t in graph.tensors]
+        self.training = objective is not None
+        readers: dict[int, list[int]] = {}
+        for layer in graph.layers:
+            for t in dict.fromkeys(layer.inputs):
+                readers.setdefault(t, []).append(layer.index)
+        self.readers = readers
+        self.producer = {t.id: t.producer[0] for t in graph.tensors if t.producer is not None}
+        self.kept = [self._kept(layer) for layer in graph.layers]
+        self.value_end = {t.id: self._value_end(t.id, objective) for t in graph.tensors}
+
+    def _kept(self, layer):
+        if not self.training:
+            return None
+        return layer.op.kept_for_backward([self.graph.tensors[t].spec for t in layer.inputs])
+
+    def backward_at(self, layer: int) -> int:
+        return 2 * self.layers - layer
+
+    def _value_end(self, tensor: int, objective: Objective | None) -> int:
+        """The last position at which `tensor`'s value is held."""
+        readers = self.readers.get(tensor, [])
+        if not readers:
+            return self.end  # a model output, the label or an unread input
+        keepers = [layer for layer in readers
+                   if self.kept[layer] is not None and any(
+                       self.graph.layers[layer].inputs[i] == tensor
+                       for i in self.kept[layer].inputs)]
+        producer = self.producer.get(tensor)
+        if producer is not None and self.kept[producer] is not None and any(
+                self.graph.layers[producer].outputs[i] == tensor
+                for i in self.kept[producer].outputs):
+            keepers.append(producer)
+        if keepers:
+            return self.backward_at(min(keepers))
+        return max(readers)
+
+    def _grad_end(self, tensor: int) -> int:
+        return self.backward_at(self.producer.get(tensor, 0))
+
+    def task(self, task: Task, forward_of) -> tuple[Interval, ...]:
+        """`forward_of(layer, part)`: the Forward action of a partition (a backward's boxes)."""
+        action, kind = task.action, type(task.action)
+        if kind is A.Forward:
+            return self._forward(task.device, action)
+        if kind is A.Backward:
+            return self._backward(task.device, action, forward_of(action.layer, action.part))
+        if kind is A.Load or kind is A.Fill:
+            return ((task.device, 0, self.value_end[action.tensor],
+                     action.box.volume * self.itemsize[action.tensor]),)
+        if kind is A.Loss:
+            return ((task.device, self.layers, self._grad_end(action.grad_tensor),
+                     action.box.volume * self.itemsize[action.output]),)
+        if kind is A.Send:
+            return (self._sent_gradient(action) if action.grad else self._sent_value(action),)
+        return ()
+
+    def _forward(self, device: int, action: A.Forward) -> tuple[Interval, ...]:
+        layer = self.graph.layers[action.layer]
+        made = [(device, action.layer, self.value_end[t], box.volume * self.itemsize[t])
+                for t, box in zip(layer.outputs, action.out_boxes)]
+        kept = self.kept[action.layer]
+        if kept is not None and kept.extra:
+            made.append((device, action.layer, self.backward_at(action.layer),
+                         int(kept.extra * action.out_boxes[0].volume)))
+        return tuple(made)
+
+    def _backward(self, device: int, action: A.Backward, forward: A.Forward
+                  ) -> tuple[Interval, ...]:
+        layer = self.graph.layers[action.layer]
+        at = self.backward_at(action.layer)
+        made = []
+        for t, box in zip(layer.inputs, forward.in_boxes):
+            if t in self.producer:
+                made.append((device, at, self._grad_end(t), box.volume * self.itemsize[t]))
+        for t, box in zip(layer.outputs, forward.out_boxes):
+            if len(self.readers.get(t, ())) > 1:  # the pieces are summed into a new array
+                made.append((device, at, at, box.volume * self.itemsize[t]))
+        return tuple(made)
+
+    def _sent_value(self, action: A.Send) -> Interval:
+        start = self.producer.get(action.tensor, 0)
+        return (action.dst, start, self.value_end[action.tensor],
+                action.box.volume * self.itemsize[action.tensor])
+
+    def _sent_gradient(self, action: A.Send) -> Interval:
+        last_reader = max(self.readers.get(action.tensor, [self.layers]))
+        return (action.dst, self.backward_at(last_reader), self._grad_end(action.tensor),
+                action.box.volume * self.itemsize[action.tensor])
+
+    def intervals(self, tasks: Iterable[Task]) -> list[Interval]:
+        """The intervals of `tasks`, a whole task graph's."""
+        tasks = list(tasks)
+        forwards = {(t.action.layer, t.action.part): t.action for t in tasks
+                    if type(t.action) is A.Forward}
+        return [interval for t in tasks
+                for interval in self.task(t, lambda layer, part: forwards[(layer, part)])]
+
+    def gradient_intervals(self, weight_devices: dict) -> list[Interval]:
+        """Each holder's gradient of each trainable weight box, from its owner layer's backward
+        to the end of the iteration (they are zeroed when the next step starts)."""
+        if not self.training:
+            return []
+        return [(d, self.backward_at(wkey[0]), self.end, wkey[2].volume * 4)
+                for wkey, holders in weight_devices.items()
+                if self.graph.layers[wkey[0]].weights[wkey[1]].trainable for d in holders]
+
+    def peak(self, rows: list[numpy.ndarray], num_devices: int) -> list[int]:
+        """`peak` over this iteration's positions."""
+        return peak(rows, num_devices, self.end + 1)
+
+
+def iteration_memory(model: MemoryModel, taskgraph, num_devices: int,
+                     state_copies: int) -> list[int]:
+    """Each device's peak bytes in one iteration of `taskgraph` (a `taskgraph.TaskGraph`):
+    the weights and optimizer state, plus the peak of the intervals."""
+    memory = weight_memory(model.graph, taskgraph.weight_devices, num_devices, state_copies,
+                           model.training, taskgraph.replicated, gradients=False)
+    peaks = model.peak([as_rows(model.intervals(taskgraph.tasks)),
+                        as_rows(model.gradient_intervals(taskgraph.weight_devices))],
+                       num_devices)
+    return [w + p for w, p in zip(memory, peaks)]
+
+
+def as_rows(intervals: Iterable[Interval]) -> numpy.ndarray:
+    """Intervals as an (n, 4) int64 array, the form `peak` sums (the delta simulation keeps
+    each segment's so)."""
+    return numpy.array(list(intervals), dtype=numpy.int64).reshape(-1, 4)
+
+
+def peak(rows: list[numpy.ndarray], num_devices: int, positions: int) -> list[int]:
+    """Per device, the largest sum of the bytes of the intervals in `rows` (arrays of
+    `as_rows`) at any of `positions` positions."""
+    rows = numpy.concatenate(rows) if rows else numpy.zeros((0, 4), numpy.int64)
+    width = positions + 1
+    starts = rows[:, 0] * width + rows[:, 1]
+    ends = rows[:, 0] * width + rows[:, 2] + 1
+    size = num_devices * width
+    live = (numpy.bincount(starts, rows[:, 3], size)
+            - numpy.bincount(ends, rows[:, 3], size)).reshape(num_devices, width)
+    return [int(p) for p in numpy.cumsum(live, axis=1).max(axis=1, initial=0)]
+
+
+def weight_memory(graph: Graph, weight_devices: dict, num_devices: int, state_copies: int,
+                  training: bool, replicated: frozenset = frozenset(),
+                  gradients: bool = True) -> list[int]:
+    """Weights on every holder (with their gradients in training, unless `gradients` is false:
+    the memory model counts those from the backward that makes them, `gradient_intervals`); on
+    each shard's owner (`shards.py`), the shard's optimizer state and the pieces of its gradient
+    the other holders send in; on every holder of a `replicated` box (all-reduced), its
+    optimizer state and its copy in the bucket that is summed."""
+    memory = [0] * num_devices
+    for wkey, holders in weight_devices.items():
+        nbytes = wkey[2].volume * 4
+        trainable = training and graph.layers[wkey[0]].weights[wkey[1]].trainable
+        for d in holders:
+            memory[d] += nbytes * (2 if trainable and gradients else 1)
+        if not trainable:
+            continue
+        if wkey in replicated:
+            for d in holders:
+                memory[d] += nbytes * (state_copies + 1)
+            continue
+        for shard in shards(wkey[2], holders):
+            memory[shard.owner] += shard.box.volume * 4 * (state_copies + len(holders) - 1)
+    return memory
+
+
+def optimizer_state_copies(optimizer) -> int:
+    """Arrays of optimizer state per weight (SGD with momentum: 1, Adam: 2)."""
+    if optimizer is None:
+        return 0
+    return len(optimizer.init_state(numpy, numpy.zeros(1, numpy.float32)))
