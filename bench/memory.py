@@ -18,7 +18,8 @@ ratios are flexflow-dask / PyTorch (lower is better).
 
 With `--cluster`, the same per process on 2 workers: each of our 2 single-threaded Dask workers
 against each of PyTorch DDP's 2 ranks (gloo), the global batch split between them, the growth
-counted from when the model is on the devices (weights placed) to the end of the steps.
+counted from after each process's imports (ours: before the model compiles, so calibration's
+kernel probes count too) to the end of the steps.
 
     python bench/memory.py [--rounds 3] [--networks resnet18_112 ...] [--steps 3] [--cluster]
 """
@@ -159,6 +160,7 @@ def _ddp_rank(rank: int, network: str, steps: int, results) -> None:
     import torch.distributed as dist
     import torch_twins
     torch.set_num_threads(1)
+    start = start_peak()
     dist.init_process_group("gloo", rank=rank, world_size=2)
     try:
         net = torch.nn.parallel.DistributedDataParallel(torch_twins.module(NETWORKS[network][0]))
@@ -167,7 +169,6 @@ def _ddp_rank(rank: int, network: str, steps: int, results) -> None:
         share = len(xb) // 2
         x = torch.from_numpy(xb[rank * share:(rank + 1) * share])
         y = torch.from_numpy(yb[rank * share:(rank + 1) * share]).long().reshape(-1)
-        start = start_peak()
         for _ in range(steps):
             optimizer.zero_grad()
             torch.nn.functional.cross_entropy(net(x), y).backward()
@@ -177,16 +178,26 @@ def _ddp_rank(rank: int, network: str, steps: int, results) -> None:
         dist.destroy_process_group()
 
 
+def _imports_then_start_peak() -> int:
+    """On a worker: what training imports (as a DDP rank has imported torch.distributed),
+    then `start_peak`."""
+    import torch.distributed  # noqa: F401
+
+    import flexflow.core  # noqa: F401
+    import flexflow.scheduler.distributed  # noqa: F401
+    return start_peak()
+
+
 def _ours_on_two_workers(network: str, steps: int) -> dict:
     from local_cluster import local_cluster
 
     from flexflow.scheduler import cluster as cluster_module
-    with local_cluster(2) as cluster:
+    from distributed import Client
+    with local_cluster(2) as cluster, Client(cluster.scheduler_address) as client:
         address = cluster.scheduler_address
+        starts = client.run(_imports_then_start_peak)
         try:
             ff = flexflow_model(network, ["--scheduler", address, "-ll:gpu", "2"])
-            client = ff.compiled.cluster.client
-            starts = client.run(start_peak)
             for _ in range(steps):
                 ff.train_step()
             peaks = client.run(lambda dask_worker: peak_since(starts[dask_worker.address]))

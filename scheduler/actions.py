@@ -348,6 +348,10 @@ def run_timed(action: Action, store: DeviceStore, ctx: Context, out: dict) -> No
     device has allocated once it has run (`DeviceStore.allocated`; its inputs and outputs
     are all held then)."""
     synchronize = synchronizer(store.xp)
+    # what a backward pops from the store stays referenced until the bytes are read: the
+    # kernel held it together with what it made
+    held_during = store.saved.get((action.layer, action.part)) if type(
+        action) is Backward else None
     synchronize()
     start = time.perf_counter()
     action.run(store, ctx, out)
@@ -356,6 +360,7 @@ def run_timed(action: Action, store: DeviceStore, ctx: Context, out: dict) -> No
     records = out.setdefault("metrics", [])
     records.append({TIMING: (*kernel_of(action), ms)})
     allocated = store.allocated()
+    del held_during
     if allocated is not None:
         records.append({ALLOCATED: (store.device, allocated)})
 

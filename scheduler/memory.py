@@ -137,14 +137,23 @@ class MemoryModel:
         return [interval for t in tasks
                 for interval in self.task(t, lambda layer, part: forwards[(layer, part)])]
 
-    def gradient_intervals(self, weight_devices: dict) -> list[Interval]:
+    def gradient_intervals(self, weight_devices: dict,
+                           replicated: frozenset = frozenset()) -> list[Interval]:
         """Each holder's gradient of each trainable weight box, from its owner layer's backward
-        to the end of the iteration (they are zeroed when the next step starts)."""
+        to the end of the iteration (they are zeroed when the next step starts); the pieces of
+        a sharded box's gradient its shards' owners receive, at its owner's backward."""
         if not self.training:
             return []
-        return [(d, self.backward_at(wkey[0]), self.end, wkey[2].volume * 4)
-                for wkey, holders in weight_devices.items()
-                if self.graph.layers[wkey[0]].weights[wkey[1]].trainable for d in holders]
+        trained = [(wkey, holders) for wkey, holders in weight_devices.items()
+                   if self.graph.layers[wkey[0]].weights[wkey[1]].trainable]
+        made = [(d, self.backward_at(wkey[0]), self.end, wkey[2].volume * 4)
+                for wkey, holders in trained for d in holders]
+        for wkey, holders in trained:  # a shard's pieces from the other holders, at its update
+            if wkey not in replicated and len(holders) > 1:
+                at = self.backward_at(wkey[0])
+                made += [(shard.owner, at, at, shard.box.volume * 4 * (len(holders) - 1))
+                         for shard in shards(wkey[2], holders)]
+        return made
 
     def peak(self, rows: list[numpy.ndarray], num_devices: int) -> list[int]:
         """`peak` over this iteration's positions."""
@@ -158,7 +167,8 @@ def iteration_memory(model: MemoryModel, taskgraph, num_devices: int,
     memory = weight_memory(model.graph, taskgraph.weight_devices, num_devices, state_copies,
                            model.training, taskgraph.replicated, gradients=False)
     peaks = model.peak([as_rows(model.intervals(taskgraph.tasks)),
-                        as_rows(model.gradient_intervals(taskgraph.weight_devices))],
+                        as_rows(model.gradient_intervals(taskgraph.weight_devices,
+                                                         taskgraph.replicated))],
                        num_devices)
     return [w + p for w, p in zip(memory, peaks)]
 
@@ -185,11 +195,11 @@ def peak(rows: list[numpy.ndarray], num_devices: int, positions: int) -> list[in
 def weight_memory(graph: Graph, weight_devices: dict, num_devices: int, state_copies: int,
                   training: bool, replicated: frozenset = frozenset(),
                   gradients: bool = True) -> list[int]:
-    """Weights on every holder (with their gradients in training, unless `gradients` is false:
-    the memory model counts those from the backward that makes them, `gradient_intervals`); on
-    each shard's owner (`shards.py`), the shard's optimizer state and the pieces of its gradient
-    the other holders send in; on every holder of a `replicated` box (all-reduced), its
-    optimizer state and its copy in the bucket that is summed."""
+    """Weights on every holder (with their gradients in training); on each shard's owner
+    (`shards.py`), the shard's optimizer state and the pieces of its gradient the other holders
+    send in; on every holder of a `replicated` box (all-reduced), its optimizer state and its
+    copy in the bucket that is summed. Without `gradients`, the gradients and the pieces sent
+    in are left to `MemoryModel.gradient_intervals`, which places them in the iteration."""
     memory = [0] * num_devices
     for wkey, holders in weight_devices.items():
         nbytes = wkey[2].volume * 4
@@ -203,7 +213,8 @@ def weight_memory(graph: Graph, weight_devices: dict, num_devices: int, state_co
                 memory[d] += nbytes * (state_copies + 1)
             continue
         for shard in shards(wkey[2], holders):
-            memory[shard.owner] += shard.box.volume * 4 * (state_copies + len(holders) - 1)
+            pieces = len(holders) - 1 if gradients else 0
+            memory[shard.owner] += shard.box.volume * 4 * (state_copies + pieces)
     return memory
 
 

@@ -731,7 +731,8 @@ class Simulator:
             found = self._weights[id(holders)] = (weight_memory(
                 self.graph, holders, self.num_devices, self.state_copies,
                 self.objective is not None, self.builder.replicated(strategy), False),
-                as_rows(self.memory_model.gradient_intervals(holders)), holders)
+                as_rows(self.memory_model.gradient_intervals(
+                    holders, self.builder.replicated(strategy))), holders)
         return found[0], found[1]
 
     def _segment_info(self, segment, strategy: Strategy) -> _SegmentInfo:

@@ -101,3 +101,25 @@ def test_hand_written_loop_prints_its_table_at_exit():
     result = launch(TINY_MLP, "-ll:py", "1", "-ll:gpu", "1", "-b", "8", "--profiling")
     table = result.stdout[result.stdout.index("[Profiling]"):]
     assert list(rows(table)) == ["Dense_100", "Dense_101", "Softmax_102"]
+
+
+def test_profiling_measures_each_devices_peak_memory_next_to_the_prediction(capsys):
+    """The allocated bytes after each timed task, largest over the steps, beside the memory
+    model's figure; activations and weights of tens of MB, so the kernel libraries' own
+    buffers (about 10 MB) stay within the tolerance."""
+    from flexflow.core import ActiMode, DataType
+    ff = FFModel(FFConfig(argv=["--profiling"], batch_size=512))
+    x = ff.create_tensor([512, 1024], DataType.DT_FLOAT)
+    ff.softmax(ff.dense(ff.dense(x, 4096, ActiMode.AC_MODE_RELU), 10))
+    ff.compile(optimizer=SGDOptimizer(ff, lr=0.01, momentum=0.9),
+               loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
+    assert ff.get_perf_metrics().peak_memory is None  # nothing measured yet
+    x.set_tensor(ff, np.ones((512, 1024), np.float32))
+    ff.label_tensor.set_tensor(ff, np.zeros((512, 1), np.int32))
+    for _ in range(2):
+        ff.train_step()
+    (measured,) = ff.get_perf_metrics().peak_memory
+    predicted = ff.compiled.profiler.predicted_memory[0]
+    assert predicted > 50e6 and abs(measured - predicted) < 0.25 * predicted
+    assert f"device 0: peak memory {measured / 2**20:.1f} MiB allocated, predicted " \
+           f"{predicted / 2**20:.1f} MiB" in ff.compiled.profiler.table()

@@ -1,0 +1,117 @@
+"""The memory model (scheduler/memory.py) on a network small enough to work out by hand, and its
+peak against what the executor's devices hold as they run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flexflow.core import ActiMode, DataType, FFConfig, FFModel, LossType, SGDOptimizer
+from flexflow.deployment import update_rule
+from flexflow.scheduler import executor as executor_module
+from flexflow.scheduler.memory import MemoryModel, as_rows, peak
+from flexflow.scheduler.planner import memory_needed
+
+B, IN, HIDDEN, CLASSES = 8, 32, 64, 10
+
+
+def mlp(argv=(), batch=B, hidden=HIDDEN):
+    """input -> dense(relu) -> dense -> softmax, SGD with momentum."""
+    ff = FFModel(FFConfig(argv=list(argv), batch_size=batch))
+    x = ff.create_tensor([batch, IN], DataType.DT_FLOAT)
+    ff.softmax(ff.dense(ff.dense(x, hidden, ActiMode.AC_MODE_RELU), CLASSES))
+    ff.compile(optimizer=SGDOptimizer(ff, lr=0.1, momentum=0.9),
+               loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
+    rng = np.random.default_rng(0)
+    x.set_tensor(ff, rng.standard_normal((batch, IN)).astype(np.float32))
+    ff.label_tensor.set_tensor(ff, rng.integers(0, CLASSES, (batch, 1)).astype(np.int32))
+    return ff
+
+
+def test_each_array_is_an_interval_from_its_task_to_its_last_use():
+    ff = mlp()
+    model = MemoryModel(ff.graph, ff.compiled.objective)
+    taskgraph = ff.compiled.executor.taskgraph
+    # positions: dense1 0, dense2 1, softmax 2, the loss 3, their backward 4, 5, 6; the end 7
+    f32 = 4
+    expected = {
+        (0, 0, 6, B * IN * f32),           # the batch: kept by dense1 for its backward
+        (0, 0, 7, B * 1 * 4),              # the label (int32), read by the loss only
+        (0, 0, 6, B * HIDDEN * f32),       # dense1's ReLU output: kept by dense1 and dense2
+        (0, 1, 2, B * CLASSES * f32),      # dense2's output: the softmax's input, not kept
+        (0, 2, 7, B * CLASSES * f32),      # the softmax's output: the model's output
+        (0, 3, 5, B * CLASSES * f32),      # the loss's gradient, read by dense2's backward
+        (0, 5, 6, B * HIDDEN * f32),       # dense2's backward: the gradient of its input
+    }
+    assert sorted(model.intervals(taskgraph.tasks)) == sorted(expected)
+    kernel, bias = IN * HIDDEN * f32, HIDDEN * f32
+    kernel2, bias2 = HIDDEN * CLASSES * f32, CLASSES * f32
+    assert sorted(model.gradient_intervals(taskgraph.weight_devices)) == sorted(
+        [(0, 6, 7, kernel), (0, 6, 7, bias), (0, 5, 7, kernel2), (0, 5, 7, bias2)])
+
+
+def test_the_peak_is_the_largest_sum_over_positions():
+    rows = as_rows([(0, 0, 2, 10), (0, 1, 1, 5), (0, 2, 3, 7), (1, 0, 0, 3)])
+    assert peak([rows], 2, 4) == [17, 3]  # device 0: 10 + 7 at position 2 beats 10 + 5 at 1
+    assert peak([], 2, 4) == [0, 0]
+
+
+@pytest.mark.parametrize("hidden", [256, 2048])
+def test_the_predicted_peak_is_what_the_store_holds_at_its_fullest(monkeypatch, hidden):
+    """The bytes of every array the device's store refers to (weights, optimizer state,
+    gradients, values, what forwards keep), added up after every task, against the model."""
+    ff = mlp(batch=64, hidden=hidden)
+    assert predicted_peaks(ff) == pytest.approx(held_peaks(ff, monkeypatch), rel=0.02)
+
+
+def predicted_peaks(ff) -> list[int]:
+    executor = ff.compiled.executor
+    return memory_needed(ff.graph, executor.taskgraph, executor.num_devices,
+                         ff.compiled.objective, update_rule(ff.optimizer))
+
+
+def held_peaks(ff, monkeypatch) -> list[int]:
+    """Per device, the most bytes its store referred to after a task of a training step (the
+    second: the first makes the optimizer state), with what a backward popped still counted."""
+    held = [0] * ff.compiled.executor.num_devices
+
+    def run_and_count(ctx, store, group, *args, **kwargs):
+        out = {}
+        for index, task in enumerate(group.tasks):
+            popped = store.saved.get((getattr(task.action, "layer", None),
+                                      getattr(task.action, "part", None)))
+            task.action.run(store, ctx, out)
+            held[store.device] = max(held[store.device], _bytes_held(store, popped))
+            if group.releases and group.releases[index]:
+                executor_module.release(store, group.releases[index])
+        return out
+    ff.train_step()
+    with monkeypatch.context() as patch:
+        patch.setattr(executor_module, "run_tasks", run_and_count)
+        ff.train_step()
+    return held
+
+
+def _bytes_held(store, *also) -> int:
+    """Bytes of the distinct arrays a store refers to, views counted once by their base."""
+    found = {}
+
+    def add(value):
+        if isinstance(value, np.ndarray):  # keyed by address, as torch's tensors are
+            root = value.base if isinstance(value.base, np.ndarray) else value
+            found[root.__array_interface__["data"][0]] = root.nbytes
+        elif hasattr(value, "numpy") and hasattr(value, "untyped_storage"):
+            found[value.untyped_storage().data_ptr()] = value.untyped_storage().nbytes()
+        elif isinstance(value, (tuple, list)):
+            for item in value:
+                add(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                add(item)
+        elif hasattr(value, "__dataclass_fields__"):
+            for name in value.__dataclass_fields__:
+                add(getattr(value, name))
+    for part in (store.weights, store.weight_grads, store.opt_state, store.values,
+                 store.grads, store.received_grads, store.saved, also):
+        add(part)
+    return sum(found.values())
