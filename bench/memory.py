@@ -233,27 +233,26 @@ def measure(network: str, rounds: int, steps: int, cluster: bool) -> dict[str, l
 
 
 def report(network: str, figures: dict[str, list[dict]], load: str) -> None:
-    def median(system, figure):
-        return statistics.median(f[figure] for f in figures[system])
-    ours, theirs = median("flexflow", "peak"), median("pytorch", "peak")
-    allocated, predicted = median("flexflow", "allocated"), median("flexflow", "predicted")
-    print(f"{network:15s} resident: pytorch {theirs / MB:6.0f} MB  flexflow-dask "
-          f"{ours / MB:6.0f} MB  ratio {ours / theirs:4.2f}x | allocated {allocated / MB:6.0f} MB"
-          f"  predicted {predicted / MB:6.0f} MB ({(predicted - allocated) / allocated:+.1%})  "
-          f"({load})", flush=True)
+    _line(f"{network:15s}", "pytorch", figures, lambda value: value, load)
 
 
 def report_cluster(network: str, figures: dict[str, list[dict]], load: str) -> None:
     """One line per worker (rank)."""
     for k in range(2):
-        def median(system, figure):
-            return statistics.median(f[figure][k] for f in figures[system])
-        ours, theirs = median("flexflow", "peak"), median("pytorch", "peak")
-        allocated, predicted = median("flexflow", "allocated"), median("flexflow", "predicted")
-        print(f"{network:15s} worker {k}  resident: DDP rank {theirs / MB:6.0f} MB  "
-              f"flexflow-dask {ours / MB:6.0f} MB  ratio {ours / theirs:4.2f}x | allocated "
-              f"{allocated / MB:6.0f} MB  predicted {predicted / MB:6.0f} MB "
-              f"({(predicted - allocated) / allocated:+.1%})  ({load})", flush=True)
+        _line(f"{network:15s} worker {k} ", "DDP rank", figures, lambda value, k=k: value[k],
+              load)
+
+
+def _line(label: str, baseline: str, figures: dict[str, list[dict]], pick, load: str) -> None:
+    """The medians of one process's figures (`pick` takes its own out of each run's)."""
+    def median(system, figure):
+        return statistics.median(pick(f[figure]) for f in figures[system])
+    ours, theirs = median("flexflow", "peak"), median("pytorch", "peak")
+    allocated, predicted = median("flexflow", "allocated"), median("flexflow", "predicted")
+    print(f"{label} resident: {baseline} {theirs / MB:6.0f} MB  flexflow-dask "
+          f"{ours / MB:6.0f} MB  ratio {ours / theirs:4.2f}x | allocated {allocated / MB:6.0f} MB"
+          f"  predicted {predicted / MB:6.0f} MB ({(predicted - allocated) / allocated:+.1%})  "
+          f"({load})", flush=True)
 
 
 def main():
