@@ -33,7 +33,7 @@ def run_child(command: list[str], env: dict[str, str], timeout_s: float = 3600) 
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"{' '.join(command)} ran past {timeout_s:.0f} s") from None
         finally:
-            _end_group(child)
+            end_group(child)
         output.seek(0)
         text = output.read()
     if child.returncode:
@@ -42,7 +42,7 @@ def run_child(command: list[str], env: dict[str, str], timeout_s: float = 3600) 
     return text
 
 
-def _end_group(child: subprocess.Popen) -> None:
+def end_group(child: subprocess.Popen) -> None:
     """SIGTERM to what is left of the child's group, SIGKILL to what outlives the grace."""
     for signum in (signal.SIGTERM, signal.SIGKILL):
         if not _signal_group(child.pid, signum):
