@@ -120,10 +120,10 @@ def memory_model(ff, devices: int = 1):
 
 
 def child(system: str, network: str, steps: int) -> dict:
+    if system == "flexflow":  # first, as a FlexFlow script imports it: before PyTorch loads
+        import flexflow.core  # noqa: F401  (its imports, before the baseline)
     import torch
     torch.set_num_threads(1)
-    if system == "flexflow":
-        import flexflow.core  # noqa: F401  (its imports, before the baseline)
     start = start_peak()
     figures = {}
     if system == "flexflow":

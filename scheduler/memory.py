@@ -10,6 +10,9 @@ device, inclusive at both ends (what a task reads and what it makes exist at onc
   for backward, to the backward of the first layer (in graph order) that keeps it, the last of
   those backward passes to run; the model's outputs and the label to the end of the iteration;
 - what a forward keeps beyond its inputs and outputs (`Kept.extra`), to its own backward;
+- an input box no single partition of its producer made, which the read assembles into a new
+  array (`DeviceStore.read`), for that forward, or to its backward where the forward keeps it;
+  the pieces sent in for that read are then not what is kept (`MemoryModel._assembled`);
 - a gradient piece from the backward that makes it (or the loss) to the backward of the tensor's
   producer, which reads it; a read that sums several pieces makes one more, for that backward.
 
@@ -27,7 +30,7 @@ import numpy
 from ..ops.graph import Graph
 from . import actions as A
 from .shards import shards
-from .taskgraph import Objective, Task
+from .taskgraph import Objective, Partition, Task
 
 Interval = tuple[int, int, int, int]  # (device, first position, last position, bytes)
 
@@ -79,13 +82,15 @@ class MemoryModel:
     def _grad_end(self, tensor: int) -> int:
         return self.backward_at(self.producer.get(tensor, 0))
 
-    def task(self, task: Task, forward_of) -> tuple[Interval, ...]:
-        """`forward_of(layer, part)`: the Forward action of a partition (a backward's boxes)."""
+    def task(self, task: Task, parts_of) -> tuple[Interval, ...]:
+        """`parts_of(layer)`: a layer's partitions (`taskgraph.Partition`: the Forward action
+        and its device), a mapping by partition (a backward's boxes, where the pieces of a
+        producer's outputs are)."""
         action, kind = task.action, type(task.action)
         if kind is A.Forward:
-            return self._forward(task.device, action)
+            return self._forward(task.device, action, parts_of)
         if kind is A.Backward:
-            return self._backward(task.device, action, forward_of(action.layer, action.part))
+            return self._backward(task.device, action, parts_of(action.layer)[action.part].action)
         if kind is A.Load or kind is A.Fill:
             return ((task.device, 0, self.value_end[action.tensor],
                      action.box.volume * self.itemsize[action.tensor]),)
@@ -96,15 +101,40 @@ class MemoryModel:
             return (self._sent_gradient(action) if action.grad else self._sent_value(action),)
         return ()
 
-    def _forward(self, device: int, action: A.Forward) -> tuple[Interval, ...]:
-        layer = self.graph.layers[action.layer]
-        made = [(device, action.layer, self.value_end[t], box.volume * self.itemsize[t])
+    def _forward(self, device: int, action: A.Forward, parts_of) -> tuple[Interval, ...]:
+        at, layer = action.layer, self.graph.layers[action.layer]
+        made = [(device, at, self.value_end[t], box.volume * self.itemsize[t])
                 for t, box in zip(layer.outputs, action.out_boxes)]
-        kept = self.kept[action.layer]
+        kept = self.kept[at]
         if kept is not None and kept.extra:
-            made.append((device, action.layer, self.backward_at(action.layer),
+            made.append((device, at, self.backward_at(at),
                          int(kept.extra * action.out_boxes[0].volume)))
+        for index, (t, box) in enumerate(zip(layer.inputs, action.in_boxes)):
+            if t in self.producer and not box.is_empty():
+                keeps = kept is not None and index in kept.inputs
+                made += self._assembled(device, at, t, box, keeps, parts_of)
         return tuple(made)
+
+    def _assembled(self, device: int, at: int, tensor: int, box, keeps: bool, parts_of
+                   ) -> list[Interval]:
+        """Where no partition of `tensor`'s producer made a box holding `box`, the read
+        assembles the pieces into a new array (`DeviceStore.read`): that array, for this
+        forward or to its backward when the forward `keeps` it; the pieces sent in for this
+        read are then dropped after the tensor's last reader instead of being kept: a negative
+        interval takes their bytes off to where the tensor's value ends."""
+        producer = self.producer[tensor]
+        output = self.graph.layers[producer].outputs.index(tensor)
+        parts = parts_of(producer).values()
+        if any(p.action.out_boxes[output].contains(box) for p in parts):
+            return []
+        nbytes = self.itemsize[tensor]
+        made = [(device, at, self.backward_at(at) if keeps else at, box.volume * nbytes)]
+        dropped, end = max(self.readers[tensor]), self.value_end[tensor]
+        local = sum(inter.volume for p in parts if p.device == device
+                    for inter in (p.action.out_boxes[output].overlap(box),) if inter is not None)
+        if end > dropped and local < box.volume:
+            made.append((device, dropped + 1, end, -(box.volume - local) * nbytes))
+        return made
 
     def _backward(self, device: int, action: A.Backward, forward: A.Forward
                   ) -> tuple[Interval, ...]:
@@ -132,10 +162,14 @@ class MemoryModel:
     def intervals(self, tasks: Iterable[Task]) -> list[Interval]:
         """The intervals of `tasks`, a whole task graph's."""
         tasks = list(tasks)
-        forwards = {(t.action.layer, t.action.part): t.action for t in tasks
-                    if type(t.action) is A.Forward}
-        return [interval for t in tasks
-                for interval in self.task(t, lambda layer, part: forwards[(layer, part)])]
+        parts: dict[int, dict[int, Partition]] = {}
+        for t in tasks:
+            kind = type(t.action)
+            if kind is A.Forward or kind is A.ForwardPartial:
+                forward = t.action if kind is A.Forward else t.action.forward
+                parts.setdefault(forward.layer, {})[forward.part] = Partition(
+                    forward, t.device, t.key)
+        return [interval for t in tasks for interval in self.task(t, parts.__getitem__)]
 
     def gradient_intervals(self, weight_devices: dict,
                            replicated: frozenset = frozenset()) -> list[Interval]:

@@ -743,6 +743,9 @@ class Simulator:
 
         def forward_of(layer, part):
             return parts(layer, strategy[graph.layers[layer].name])[part].action
+
+        def parts_of(layer):
+            return dict(enumerate(parts(layer, strategy[graph.layers[layer].name])))
         rows, memory, loads = [], [], {}
         for t in segment.tasks:
             cost = self.coster.cost(t, forward_of)
@@ -753,7 +756,7 @@ class Simulator:
                                  A.sent_early(t.action), isinstance(t.action, EXPORTED), fed,
                                  launches[0][1] if launches else None,
                                  awaits[0] if awaits else None))
-            made = self.memory_model.task(t, forward_of)
+            made = self.memory_model.task(t, parts_of)
             if t.key in segment.loads:
                 loads[t.key] = as_rows(made)
             else:

@@ -1,5 +1,5 @@
-"""On real MNIST the native examples learn: the MLP passes its own -a check (>= 90% on the
-training set) after one epoch, and the CNN's training accuracy reaches 95% within two epochs.
+"""On real MNIST the native examples learn: the MLP and the CNN pass their own -a check (>= 90%
+on the training set) after one epoch, the CNN with every batch of the epoch counted.
 
 MNIST is the `mnist_dir` fixture's (tests/conftest.py)."""
 
@@ -23,10 +23,10 @@ def test_mlp_reaches_90_percent_in_one_epoch(mnist_dir):
     assert re.search(r"^accuracy [\d.]+% >= the expected 90%$", result.stdout, re.MULTILINE)
 
 
-def test_cnn_reaches_95_percent_within_two_epochs(mnist_dir):
+def test_cnn_reaches_90_percent_in_one_epoch(mnist_dir):
     batch = 64
-    result = train("mnist_cnn.py", mnist_dir, "-e", "2", "-b", str(batch), "-a", timeout=7200)
-    last_epoch = [(int(c), int(n)) for c, n in METRICS.findall(result.stderr)][-1]
-    correct, seen = last_epoch
+    result = train("mnist_cnn.py", mnist_dir, "-e", "1", "-b", str(batch), "-a", timeout=3600)
+    assert re.search(r"^accuracy [\d.]+% >= the expected 90%$", result.stdout, re.MULTILINE)
+    correct, seen = [(int(c), int(n)) for c, n in METRICS.findall(result.stderr)][-1]
     assert seen == MNIST_TRAIN_SAMPLES // batch * batch
-    assert correct / seen >= 0.95, f"training accuracy {100 * correct / seen:.2f}% in epoch 2"
+    assert correct / seen >= 0.9, f"training accuracy {100 * correct / seen:.2f}% in epoch 1"
