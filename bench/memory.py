@@ -21,7 +21,11 @@ against each of PyTorch DDP's 2 ranks (gloo), the global batch split between the
 counted from after each process's imports (ours: before the model compiles, so calibration's
 kernel probes count too) to the end of the steps.
 
-    python bench/memory.py [--rounds 3] [--networks resnet18_112 ...] [--steps 3] [--cluster]
+    python bench/memory.py [--rounds 3] [--networks resnet18_112 ...] [--steps 3] [--batch N]
+                           [--cluster [--split sample|parameter|attribute]]
+
+`--networks resnet101 inception_v3` (3x224x224 and 3x299x299, batch 8) are bench/dnn.py's
+ResNet-101 and Inception-v3, against PyTorch modules replayed from the same builders.
 """
 
 from __future__ import annotations
@@ -35,7 +39,12 @@ from pathlib import Path
 
 NETWORKS = {"resnet18_112": ("resnet18", 32, 112), "resnet18_224": ("resnet18", 32, 224),
             "cifar10_cnn": ("cifar10_cnn", 64, 32), "transformer_lm": ("transformer_lm", 16, 0)}
+# beside them, at batches this machine holds, for bench/paper_memory.py (PyTorch's twins are
+# replayed from the builders, bench/torch_replay.py)
+DEEP_NETWORKS = {"resnet101": ("resnet101", 8, 224), "inception_v3": ("inception_v3", 8, 299)}
+ALL_NETWORKS = {**NETWORKS, **DEEP_NETWORKS}
 SYSTEMS = ("flexflow", "pytorch")
+SPLITS = ("sample", "parameter", "attribute")  # ours on 2 workers (`split_strategy`)
 MB = 1e6
 
 
@@ -59,10 +68,16 @@ def peak_since(start: int) -> int:
     return _status_kb("VmHWM") * 1024 - start
 
 
-def batch_of(network: str):
+def spec(network: str, batch: int | None = None) -> tuple[str, int, int]:
+    """(builder name, batch, image side) of `network`, at `batch` when given."""
+    name, default, image = ALL_NETWORKS[network]
+    return name, batch or default, image
+
+
+def batch_of(network: str, batch: int | None = None):
     """(inputs, labels) of a network's synthetic batch, from one seed."""
     import numpy as np
-    name, batch, image = NETWORKS[network]
+    name, batch, image = spec(network, batch)
     rng = np.random.default_rng(0)
     if name == "transformer_lm":
         return (rng.integers(0, 8192, (batch, 64)).astype(np.int32),
@@ -71,32 +86,58 @@ def batch_of(network: str):
             rng.integers(0, 10 if name == "cifar10_cnn" else 1000, (batch, 1)).astype(np.int32))
 
 
-def flexflow_model(network: str, argv: tuple[str, ...] = ()):
+def split_strategy(graph, split: str, devices: int) -> dict:
+    """Data parallelism, except: "parameter" splits each dense layer's outputs over the
+    devices; "attribute", each convolution's and pool's output rows (where they divide)."""
+    from flexflow.scheduler.strategy import ParallelConfig, data_parallel_strategy
+    strategy = data_parallel_strategy(graph, devices)
+    kinds = {"parameter": ("Dense",), "attribute": ("Conv2D", "Pool2D")}.get(split, ())
+    for layer in graph.layers:
+        if type(layer.op).__name__ in kinds:
+            shape = graph.tensors[layer.outputs[0]].spec.shape
+            rank = len(shape)
+            dim = rank - 1 if split == "parameter" else 2
+            if shape[dim] % devices:
+                continue
+            degrees = tuple(devices if d == dim else 1 for d in range(rank))
+            strategy[layer.name] = ParallelConfig(degrees, tuple(range(devices)))
+    return strategy
+
+
+def flexflow_model(network: str, argv: tuple[str, ...] = (), batch: int | None = None,
+                   split: str = "sample", devices: int = 1):
     """A compiled FFModel of `network` (in-process, or as `argv` says) fed its batch, with
-    `--profiling`, which measures its peak allocated bytes."""
+    `--profiling`, which measures its peak allocated bytes; on `devices`, under
+    `split_strategy`."""
     import dnn
 
     from flexflow.core import FFConfig, FFModel, LossType, MetricsType, SGDOptimizer
-    name, batch, image = NETWORKS[network]
+    name, batch, image = spec(network, batch)
     ff = FFModel(FFConfig(argv=["--profiling", *argv], batch_size=batch))
     build = getattr(dnn, name)
-    x = (build(ff, batch, image) if image and name != "cifar10_cnn" else build(ff, batch))[0]
+    x = (build(ff, batch, image) if name == "resnet18" else build(ff, batch))[0]
     ff.compile(optimizer=SGDOptimizer(ff, lr=0.01, momentum=0.9),
                loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
-               metrics=[MetricsType.METRICS_ACCURACY])
-    xb, yb = batch_of(network)
+               metrics=[MetricsType.METRICS_ACCURACY],
+               strategy=split_strategy(ff.graph, split, devices) if devices > 1 else None)
+    xb, yb = batch_of(network, batch)
     x.set_tensor(ff, xb)
     ff.label_tensor.set_tensor(ff, yb)
     return ff
 
 
-def pytorch_step(network: str):
+def pytorch_step(network: str, batch: int | None = None):
     import torch
     import torch_twins
-    name = NETWORKS[network][0]
-    net = torch_twins.module(name)
+    name, _, image = spec(network, batch)
+    if network in DEEP_NETWORKS:
+        import dnn
+        import torch_replay
+        net = torch_replay.replayed(getattr(dnn, name), (3, image, image))
+    else:
+        net = torch_twins.module(name)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    xb, yb = batch_of(network)
+    xb, yb = batch_of(network, batch)
     x, y = torch.from_numpy(xb), torch.from_numpy(yb).long().reshape(-1)
     if name == "transformer_lm":  # a token per position, as ours (a label per sample) reads
         x, y = x.long(), y.repeat_interleave(xb.shape[1])
@@ -119,7 +160,7 @@ def memory_model(ff, devices: int = 1):
     return peaks[0] if devices == 1 else peaks
 
 
-def child(system: str, network: str, steps: int) -> dict:
+def child(system: str, network: str, steps: int, batch: int | None = None) -> dict:
     if system == "flexflow":  # first, as a FlexFlow script imports it: before PyTorch loads
         import flexflow.core  # noqa: F401  (its imports, before the baseline)
     import torch
@@ -127,23 +168,24 @@ def child(system: str, network: str, steps: int) -> dict:
     start = start_peak()
     figures = {}
     if system == "flexflow":
-        ff = flexflow_model(network)
+        ff = flexflow_model(network, batch=batch)
         for _ in range(steps):
             ff.train_step()
         figures["predicted"] = memory_model(ff)
         figures["allocated"] = ff.get_perf_metrics().peak_memory[0]
     else:
-        step = pytorch_step(network)
+        step = pytorch_step(network, batch)
         for _ in range(steps):
             step()
     figures["peak"] = peak_since(start)
     return figures
 
 
-def cluster_child(system: str, network: str, steps: int) -> dict:
-    """Per worker (or rank) peak growth over `steps` steps on 2 of them."""
+def cluster_child(system: str, network: str, steps: int, split: str) -> dict:
+    """Per worker (or rank) peak growth over `steps` steps on 2 of them (ours under `split`;
+    DDP's is always the sample split)."""
     if system == "flexflow":
-        return _ours_on_two_workers(network, steps)
+        return _ours_on_two_workers(network, steps, split)
     import torch.multiprocessing as mp
     import torch_ddp
     import os
@@ -188,7 +230,7 @@ def _imports_then_start_peak() -> int:
     return start_peak()
 
 
-def _ours_on_two_workers(network: str, steps: int) -> dict:
+def _ours_on_two_workers(network: str, steps: int, split: str) -> dict:
     from local_cluster import local_cluster
 
     from flexflow.scheduler import cluster as cluster_module
@@ -196,8 +238,10 @@ def _ours_on_two_workers(network: str, steps: int) -> dict:
     with local_cluster(2) as cluster, Client(cluster.scheduler_address) as client:
         address = cluster.scheduler_address
         starts = client.run(_imports_then_start_peak)
+        ff = None
         try:
-            ff = flexflow_model(network, ["--scheduler", address, "-ll:gpu", "2"])
+            ff = flexflow_model(network, ["--scheduler", address, "-ll:gpu", "2"],
+                                split=split, devices=2)
             for _ in range(steps):
                 ff.train_step()
             peaks = client.run(lambda dask_worker: peak_since(starts[dask_worker.address]))
@@ -206,29 +250,36 @@ def _ours_on_two_workers(network: str, steps: int) -> dict:
                     "allocated": ff.get_perf_metrics().peak_memory,
                     "predicted": memory_model(ff, len(workers))}
         finally:
-            ff.compiled.executor.close()
+            if ff is not None:
+                ff.compiled.executor.close()
             cluster_module.disconnect(address)
 
 
-def run_child(system: str, network: str, steps: int, cluster: bool = False) -> dict:
-    env_threads = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                          "MKL_NUM_THREADS")}
+def run_child(system: str, network: str, steps: int, cluster: bool = False,
+              batch: int | None = None, split: str = "sample") -> dict:
+    """One child's figures. PyTorch's children run as PyTorch runs by default: without the
+    MKL setting flexflow-dask's import puts in this process's environment, where it did."""
     import os
+    env = dict(os.environ, **{name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                                     "MKL_NUM_THREADS")})
+    if system == "pytorch":
+        env.pop("MKL_DISABLE_FAST_MM", None)
     done = subprocess.run([sys.executable, __file__, "--child", system, network,
-                           "--steps", str(steps)] + ["--cluster"] * cluster,
-                          env=dict(os.environ, **env_threads),
+                           "--steps", str(steps)] + ["--cluster", "--split", split] * cluster
+                          + ["--batch", str(batch)] * (batch is not None), env=env,
                           capture_output=True, text=True, check=False)
     if done.returncode:
         raise RuntimeError(f"{system} {network} failed:\n{done.stderr[-3000:]}")
     return json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][-1])
 
 
-def measure(network: str, rounds: int, steps: int, cluster: bool) -> dict[str, list[dict]]:
+def measure(network: str, rounds: int, steps: int, cluster: bool,
+            batch: int | None = None, split: str = "sample") -> dict[str, list[dict]]:
     figures: dict[str, list[dict]] = {system: [] for system in SYSTEMS}
     for round_index in range(rounds):
         order = SYSTEMS if round_index % 2 == 0 else SYSTEMS[::-1]
         for system in order:
-            figures[system].append(run_child(system, network, steps, cluster))
+            figures[system].append(run_child(system, network, steps, cluster, batch, split))
     return figures
 
 
@@ -259,15 +310,20 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--networks", nargs="+", choices=list(NETWORKS), default=list(NETWORKS))
+    parser.add_argument("--networks", nargs="+", choices=list(ALL_NETWORKS),
+                        default=list(NETWORKS))
+    parser.add_argument("--batch", type=int, help="instead of each network's own")
+    parser.add_argument("--split", choices=SPLITS, default="sample",
+                        help="with --cluster: how ours splits the network (split_strategy)")
     parser.add_argument("--cluster", action="store_true",
                         help="2 workers against PyTorch DDP's 2 ranks, per process")
     parser.add_argument("--child", nargs=2, metavar=("SYSTEM", "NETWORK"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
     if args.child:
-        run = cluster_child if args.cluster else child
-        print(json.dumps(run(*args.child, args.steps)))
+        figures = (cluster_child(*args.child, args.steps, args.split) if args.cluster
+                   else child(*args.child, args.steps, args.batch))
+        print(json.dumps(figures))
         return
     from host_load import StealMeter, describe
     print(f"peak resident memory growth over {args.steps} training steps, one thread, median of "
@@ -275,8 +331,11 @@ def main():
           flush=True)
     for network in args.networks:
         steal = StealMeter()
-        figures = measure(network, args.rounds, args.steps, args.cluster)
-        (report_cluster if args.cluster else report)(network, figures, describe(steal.read()))
+        figures = measure(network, args.rounds, args.steps, args.cluster, args.batch, args.split)
+        if args.cluster:
+            report_cluster(f"{network} {args.split}", figures, describe(steal.read()))
+        else:
+            report(network, figures, describe(steal.read()))
 
 
 if __name__ == "__main__":

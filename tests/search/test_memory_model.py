@@ -11,17 +11,20 @@ from flexflow.deployment import update_rule
 from flexflow.scheduler import executor as executor_module
 from flexflow.scheduler.memory import MemoryModel, as_rows, peak
 from flexflow.scheduler.planner import memory_needed
+from flexflow.scheduler.strategy import ParallelConfig, data_parallel_strategy
 
 B, IN, HIDDEN, CLASSES = 8, 32, 64, 10
 
 
-def mlp(argv=(), batch=B, hidden=HIDDEN):
-    """input -> dense(relu) -> dense -> softmax, SGD with momentum."""
+def mlp(argv=(), batch=B, hidden=HIDDEN, strategy=None):
+    """input -> dense(relu) -> dense -> softmax, SGD with momentum; `strategy(graph)` gives
+    the compile strategy, if any."""
     ff = FFModel(FFConfig(argv=list(argv), batch_size=batch))
     x = ff.create_tensor([batch, IN], DataType.DT_FLOAT)
     ff.softmax(ff.dense(ff.dense(x, hidden, ActiMode.AC_MODE_RELU), CLASSES))
     ff.compile(optimizer=SGDOptimizer(ff, lr=0.1, momentum=0.9),
-               loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
+               loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+               strategy=None if strategy is None else strategy(ff.graph))
     rng = np.random.default_rng(0)
     x.set_tensor(ff, rng.standard_normal((batch, IN)).astype(np.float32))
     ff.label_tensor.set_tensor(ff, rng.integers(0, CLASSES, (batch, 1)).astype(np.int32))
@@ -48,6 +51,30 @@ def test_each_array_is_an_interval_from_its_task_to_its_last_use():
     kernel2, bias2 = HIDDEN * CLASSES * f32, CLASSES * f32
     assert sorted(model.gradient_intervals(taskgraph.weight_devices)) == sorted(
         [(0, 6, 7, kernel), (0, 6, 7, bias), (0, 5, 7, kernel2), (0, 5, 7, bias2)])
+
+
+def hidden_split_by_parameter(graph):
+    """dense1's outputs split by feature over 2 devices, the rest by sample."""
+    strategy = data_parallel_strategy(graph, 2)
+    strategy[graph.layers[0].name] = ParallelConfig((1, 2), (0, 1))
+    return strategy
+
+
+def test_a_read_of_pieces_made_elsewhere_is_a_new_array_and_the_pieces_sent_in_are_dropped():
+    """dense2 (split by sample) reads all of the hidden features of its samples, which dense1
+    made half on each device: the read assembles them into a new array, which dense2 keeps to
+    its backward; the half sent in for that read is then dropped after dense2's forward, while
+    the pieces dense1 made (kept by its ReLU) stay to dense1's backward."""
+    ff = mlp(["-ll:gpu", "2", "--in-process"], strategy=hidden_split_by_parameter)
+    model = MemoryModel(ff.graph, ff.compiled.objective)
+    made = model.intervals(ff.compiled.executor.taskgraph.tasks)
+    f32, rows = 4, B // 2
+    for device in (0, 1):
+        mine = [interval for interval in made if interval[0] == device]
+        assert (device, 1, 5, rows * HIDDEN * f32) in mine  # the assembled copy
+        assert (device, 0, 6, rows * HIDDEN // 2 * f32) in mine  # the half sent in
+        assert (device, 2, 6, -rows * HIDDEN // 2 * f32) in mine  # ... dropped after dense2
+        assert (device, 0, 6, B * HIDDEN // 2 * f32) in mine  # dense1's own half, kept
 
 
 def test_the_peak_is_the_largest_sum_over_positions():
