@@ -88,7 +88,8 @@ class _Replay:
 
 def replayed(build, input_shape: tuple[int, ...]):
     """The PyTorch module of `build(ff, batch)` (a bench/dnn.py builder) for inputs of
-    `input_shape` (one sample's), its layers made on one zero sample, seeded."""
+    `input_shape` (one sample's), its layers made on two zero samples (batch norm needs more
+    than one value per channel), seeded."""
     import torch
     from torch import nn
 
@@ -97,7 +98,7 @@ def replayed(build, input_shape: tuple[int, ...]):
             super().__init__()
             self.layers = nn.ModuleList()
             with torch.no_grad():
-                self(torch.zeros((1, *input_shape)))
+                self(torch.zeros((2, *input_shape)))
 
         def forward(self, x):
             replay = _Replay(self.layers, x)
