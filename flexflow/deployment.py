@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import profiling, report
 from .config import FFConfig, FlagError
+from .ops import vendor
 from .ops.spec import ShapeError
 from .plots import check_path, search_trace, timeline
 from .scheduler import cluster as cluster_module
@@ -59,6 +60,7 @@ def deploy(model, objective: Objective, loss, cluster, strategy: dict | None, fi
         strategy = strategy_file.load(config.import_strategy_file, model.graph, num_devices)
         what = f"the strategy of {config.import_strategy_file}"
     runner = runner_for(cluster, num_devices, config.cpu_only)
+    runner.run_all(vendor.use_tensor_op_math, config.allow_tensor_op_math_conversion)
     memory = gpu_memory(config, runner)
     graph_checks = checks(config, uses_collectives(config, cluster))
     planner = Planner(model.graph, objective, num_devices, runner,

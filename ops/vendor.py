@@ -11,7 +11,13 @@ travels between tasks, devices and stores stays an array of `xp`.
 Which kernels run is a process-wide setting: `FLEXFLOW_KERNELS=reference` in the environment
 (read at import, so worker processes started from this one inherit it) or `use_kernels(...)`
 choose our own NumPy/CuPy kernels, which are the reference the vendor kernels are tested against
-and the fallback where torch is absent.
+and the fallback where torch is absent. On CuPy arrays the vendor kernels need a torch built
+with CUDA; with a CPU-only torch the reference kernels run.
+
+TF32 (tensor-core float32 math: cuDNN's convolutions use it unless told otherwise, 10 bits of
+mantissa, results off by about 1e-3) is another: off, so that a GPU's numbers are float32's,
+unless `--allow-tensor-op-math-conversion` asks for it (`use_tensor_op_math`, which deployment
+runs on every device's process).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ def _path_from_environment() -> str:
 
 _path = _path_from_environment()
 _bridges: dict[Any, Any] = {}  # array module -> its bridge, or False where it has none
+_tensor_op_math = {"allowed": False}
 
 
 def kernel_path() -> str:
@@ -116,11 +123,28 @@ def _torch():
     return torch
 
 
+def use_tensor_op_math(allowed: bool) -> None:
+    """Let cuDNN and cuBLAS use TF32 in float32 kernels, or not (the default)."""
+    _tensor_op_math["allowed"] = bool(allowed)
+    torch = _torch()
+    if torch is not None:
+        _apply_tensor_op_math(torch)
+
+
+def _apply_tensor_op_math(torch) -> None:
+    allowed = _tensor_op_math["allowed"]
+    torch.backends.cuda.matmul.allow_tf32 = allowed
+    torch.backends.cudnn.allow_tf32 = allowed
+
+
 def _make_bridge(xp) -> Aten | None:
     torch = _torch()
     if torch is None:
         return None
     if getattr(xp, "__name__", "") == "cupy":
+        if not torch.cuda.is_available():  # a CPU-only torch cannot view CuPy's memory
+            return None
+        _apply_tensor_op_math(torch)
         _share_memory_pool(torch, xp)
         return Aten(torch, torch.from_dlpack, xp.from_dlpack)
     numpy = _numpy_of(xp)

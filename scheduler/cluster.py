@@ -2,7 +2,7 @@
 
 | situation                                   | what runs                                          |
 | `--scheduler ADDRESS` / DASK_SCHEDULER_ADDRESS | connect; every worker of that cluster is a device  |
-| GPUs present, `-ll:gpu N`                   | dask_cuda.LocalCUDACluster, N workers (`-ll:fsize` = RMM pool per GPU) |
+| GPUs present, `-ll:gpu N`                   | dask_cuda.LocalCUDACluster, N workers (`-ll:fsize` = RMM pool per GPU, with RMM) |
 | no GPU, `-ll:gpu N` with N > 1              | N single-threaded worker processes, as commands of their own (scheduler/local_processes.py), with a notice |
 | one device, no address                      | None: the in-process executor                      |
 
@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import importlib.util
 import logging
 import sys
 import time
+import warnings
 from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from typing import Any
@@ -96,6 +98,10 @@ class SchedulerLost(WorkerLost):
         RuntimeError.__init__(self, f"the Dask scheduler {address} was lost during {during} "
                                     f"(its connection closed, or it did not answer for "
                                     f"{SCHEDULER_WAIT_S:g} s)")
+
+
+class TooFewGPUs(ValueError):
+    """`-ll:gpu N` asks for more GPUs than the machine has (raised before anything starts)."""
 
 
 class SchedulerNotFound(ConnectionError):
@@ -252,26 +258,38 @@ def disconnect(address: str) -> None:
 
 def array_module(cpu_only: bool = False):
     """cupy where a GPU is usable (and not refused), numpy elsewhere."""
-    if not cpu_only:
-        try:
-            import cupy
-
-            if cupy.cuda.is_available():
-                return cupy
-        except Exception:  # no cupy, or a cupy without a usable driver
-            pass
+    cupy = None if cpu_only else _usable_cupy()
+    if cupy is not None:
+        return cupy
     import numpy
 
     return numpy
 
 
 def gpu_count() -> int:
+    cupy = _usable_cupy()
+    return 0 if cupy is None else cupy.cuda.runtime.getDeviceCount()
+
+
+def _usable_cupy():
+    """CuPy where it can use a GPU here; None without CuPy or without a GPU, and, with a
+    warning that names the error, where CuPy is installed but fails (a driver too old, a CUDA
+    library missing), so that a broken GPU setup is not taken for a machine without GPUs."""
     try:
         import cupy
 
-        return cupy.cuda.runtime.getDeviceCount() if cupy.cuda.is_available() else 0
-    except Exception:  # no cupy or no driver: no GPUs
-        return 0
+        return cupy if cupy.cuda.is_available() and cupy.cuda.runtime.getDeviceCount() else None
+    except ModuleNotFoundError:
+        return None
+    except Exception as error:
+        _warn_once(f"CuPy is installed but cannot use a GPU here ({type(error).__name__}: "
+                   f"{error}); running on NumPy")
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def _warn_once(message: str) -> None:
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 def connect(address: str, num_devices: int | None = None, stream=sys.stdout,
@@ -331,10 +349,13 @@ def start_local(num_devices: int, device_memory_mb: int = 0, stream=sys.stdout,
     from distributed import Client
 
     gpus = gpu_count()
+    if gpus and num_devices > gpus:
+        raise TooFewGPUs(f"-ll:gpu {num_devices}: this machine has {gpus} GPU"
+                         f"{'' if gpus == 1 else 's'}; ask for {gpus} or fewer")
     config = {**CLUSTER_CONFIG, "distributed.worker.profile.enabled": profiled}
     with dask.config.set(config):
         if gpus:
-            owned = _gpu_cluster(min(num_devices, gpus), device_memory_mb, tls)
+            owned = _gpu_cluster(num_devices, device_memory_mb, tls)
         else:
             print(f"GPUs were not found: starting {num_devices} CPU worker "
                   f"{'process' if num_devices == 1 else 'processes'}, one per requested device.",
@@ -342,7 +363,7 @@ def start_local(num_devices: int, device_memory_mb: int = 0, stream=sys.stdout,
             owned = _cpu_cluster(num_devices, tls, config)
         client = Client(owned, set_as_default=False)
     lifetime.close_on_interrupt(close_all)
-    client.wait_for_workers(num_devices if not gpus else min(num_devices, gpus))
+    client.wait_for_workers(num_devices)
     cluster = _listed(client, None, owned)
     print(f"Dask {dashboard(client)}", file=stream)
     _STARTED[key] = cluster
@@ -382,14 +403,17 @@ def _cpu_cluster(num_devices: int, tls: bool, config: dict):
 
 
 def _memory_pools(cluster_class, device_memory_mb: int) -> dict:
-    """LocalCUDACluster's options for GPU memory: an RMM pool of `-ll:fsize` MB (or, with RMM
-    installed and no size given, CUDA's own asynchronous pool), which CuPy and torch both
-    allocate from where dask-cuda can set that up (ops/vendor.py's kernels use both)."""
+    """LocalCUDACluster's options for GPU memory: with RMM installed, a pool of `-ll:fsize` MB
+    (or, no size given, CUDA's own asynchronous pool), which CuPy and torch both allocate from
+    where dask-cuda can set that up (ops/vendor.py's kernels use both). Without RMM, none:
+    dask-cuda refuses a pool it cannot make, and `-ll:fsize` still sets the memory the plan may
+    use per GPU (deployment.gpu_memory)."""
     import importlib.util
     import inspect
+    if importlib.util.find_spec("rmm") is None:
+        return {}
     options: dict = {"rmm_pool_size": f"{device_memory_mb}MB"} if device_memory_mb else {}
-    shared = "rmm_allocator_external_lib_list" in inspect.signature(cluster_class).parameters
-    if shared and importlib.util.find_spec("rmm") is not None:
+    if "rmm_allocator_external_lib_list" in inspect.signature(cluster_class).parameters:
         options.setdefault("rmm_async", not device_memory_mb)
         libraries = ["cupy"] + (["torch"] if importlib.util.find_spec("torch") else [])
         options["rmm_allocator_external_lib_list"] = libraries

@@ -24,6 +24,15 @@ def _array_module_name(cpu_only: bool) -> str:
     return array_module(cpu_only).__name__
 
 
+def device_memory(cpu_only: bool) -> int | None:
+    """Bytes of this process's GPU (CuPy's current device), or None on a CPU: a CPU worker's
+    memory is its memory limit, and this process's the host's (calibration/machines.py)."""
+    xp = array_module(cpu_only)
+    if xp.__name__ != "cupy":
+        return None
+    return int(xp.cuda.Device().mem_info[1])
+
+
 def collectives_graph(devices: int) -> TaskGraph:
     """A graph that only names a sum over `devices` devices, for which an executor forms
     their process group; it is never run."""
@@ -56,7 +65,7 @@ class LocalRunner:
         return [fn(*args) for _ in range(self.num_devices)]
 
     def memory(self) -> list[int | None]:
-        return [None] * self.num_devices
+        return [device_memory(self.cpu_only)] * self.num_devices
 
     def on_gpus(self) -> bool:
         return _array_module_name(self.cpu_only) == "cupy"
@@ -83,6 +92,7 @@ class DaskRunner:
         self.num_devices = len(workers)
         self.cpu_only = cpu_only
         self._memory = memory  # read with the worker list (cluster.Cluster.memory)
+        self._device_memory: list[int | None] | None = None
         # as the executor's workers
         run_on(client, workers, "calibration", allocator.keep_freed_memory)
 
@@ -123,11 +133,17 @@ class DaskRunner:
         return watched_gather(self.client, futures, self.workers, "calibration")
 
     def memory(self) -> list[int | None]:
-        if self._memory is None:
-            info = workers_now(self.client)
-            self._memory = [info[w].get("memory_limit") or None if w in info else None
-                            for w in self.workers]
-        return self._memory
+        """Each device's memory: its GPU's, else its worker's memory limit (a dask-cuda
+        worker's limit is its share of the host's memory, not its GPU's)."""
+        if self._device_memory is None:
+            limits = self._memory
+            if limits is None:
+                info = workers_now(self.client)
+                limits = [info[w].get("memory_limit") or None if w in info else None
+                          for w in self.workers]
+            gpus = self.run_all(device_memory, self.cpu_only)
+            self._device_memory = [gpu or limit for gpu, limit in zip(gpus, limits)]
+        return self._device_memory
 
     def on_gpus(self) -> bool:
         """Whether the devices are GPUs (asked of the first worker)."""

@@ -39,9 +39,22 @@ def test_without_fsize_both_libraries_share_cuda_s_own_pool(installed):
         "rmm_async": True, "rmm_allocator_external_lib_list": ["cupy", "torch"]}
 
 
-def test_without_rmm_or_an_older_dask_cuda_only_fsize_applies(installed):
+def test_without_rmm_no_pool_is_asked_for(installed):
+    """(dask-cuda raises "RMM pool requested but module 'rmm' is not available")"""
     installed("torch")
     assert cluster._memory_pools(new_cluster, 0) == {}
-    assert cluster._memory_pools(new_cluster, 100) == {"rmm_pool_size": "100MB"}
+    assert cluster._memory_pools(new_cluster, 100) == {}
+
+
+def test_an_older_dask_cuda_gets_the_pool_alone(installed):
     installed("rmm", "torch")
     assert cluster._memory_pools(old_cluster, 100) == {"rmm_pool_size": "100MB"}
+
+
+def test_more_devices_than_gpus_is_refused_before_anything_starts(monkeypatch):
+    started = []
+    monkeypatch.setattr(cluster, "gpu_count", lambda: 2)
+    monkeypatch.setattr(cluster, "_gpu_cluster", lambda *args: started.append(args))
+    with pytest.raises(cluster.TooFewGPUs, match=r"-ll:gpu 4: this machine has 2 GPUs"):
+        cluster.start_local(4)
+    assert not started
