@@ -9,7 +9,8 @@ memory pool has handed out. Where neither can be read (another C library), None.
 Reading it walks the heap's free lists (tens of microseconds), so only `--profiling`'s timed
 tasks read it (`actions.run_timed`). What the allocator keeps beyond this (freed memory it has
 not returned, a pool's cached blocks) is the process's resident memory, which bench/memory.py
-compares with PyTorch's.
+compares with PyTorch's. (From RMM, the device's memory in use is all there is to read: it
+counts RMM's pool whole, and the CUDA context.)
 """
 
 from __future__ import annotations
@@ -46,7 +47,23 @@ def heap_in_use() -> int | None:
 
 
 def allocated_bytes(xp) -> int | None:
-    """Bytes the allocator of array module `xp` (numpy or cupy) has handed out now."""
+    """Bytes the allocator of array module `xp` (numpy or cupy) has handed out now: on a GPU,
+    CuPy's pool's, or, where CuPy allocates from torch's caching allocator (ops/vendor.py shares
+    it), torch's; from RMM (dask-cuda's pool), what the device has in use."""
     if getattr(xp, "cuda", None) is not None:
-        return int(xp.get_default_memory_pool().used_bytes())
+        return _gpu_allocated(xp)
     return heap_in_use()
+
+
+def _gpu_allocated(cupy) -> int:
+    pool = cupy.get_default_memory_pool()
+    if cupy.cuda.get_allocator() == pool.malloc:
+        return int(pool.used_bytes())
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None and torch.cuda.is_available() and torch.cuda.memory_allocated():
+        return int(torch.cuda.memory_allocated())
+    free, total = cupy.cuda.Device().mem_info
+    return int(total - free)
