@@ -12,6 +12,9 @@
 Results also go to `$OUT/gpu_check.json` when `OUT` is set.
 
     python bench/gpu_check.py            # exits 0 and says so when no GPU is present
+
+It exits 1 where a GPU is present (its device files) but CuPy cannot use it, and where the
+cluster's workers ran on anything but CuPy.
 """
 
 from __future__ import annotations
@@ -230,6 +233,19 @@ def compare_steps(batch: int, results: dict) -> None:
           f"({counts['pytorch']} launches), ratio {ms['flexflow-dask'] / ms['pytorch']:.2f}x")
 
 
+def gpu_present() -> bool:
+    """Whether this machine has an NVIDIA GPU, whatever CuPy makes of it: its device files."""
+    return any(Path("/dev").glob("nvidia[0-9]*"))
+
+
+def workers_array_modules(ff) -> list[str]:
+    """The array module each of the cluster's workers runs its kernels on."""
+    from flexflow.scheduler.cluster import array_module
+    cluster = ff.compiled.cluster
+    found = cluster.client.run(lambda: array_module().__name__, workers=cluster.workers)
+    return [found[w] for w in cluster.workers]
+
+
 def main() -> int:
     try:
         import cupy
@@ -237,6 +253,10 @@ def main() -> int:
         if not cupy.cuda.is_available():
             raise ImportError("no CUDA device")
     except Exception as error:  # no cupy, no driver, no device
+        if gpu_present():
+            print(f"FAIL  a GPU is here, but CuPy cannot use it ({type(error).__name__}: "
+                  f"{error})")
+            return 1
         print(f"no GPU here ({error}); nothing to check")
         return 0
     failures = sum(check_operators(cupy, path) for path in ("vendor", "reference"))
@@ -252,6 +272,10 @@ def main() -> int:
     if not np.allclose(cpu_losses, gpu_losses, rtol=1e-3):
         failures += 1
         print("FAIL  training losses differ between the NumPy and CuPy runs")
+    results["workers' array modules"] = modules = workers_array_modules(gpu)
+    if modules != ["cupy"]:
+        failures += 1
+        print(f"FAIL  the cluster's workers ran on {modules}, not on CuPy")
     cluster_ms = time_median(gpu.train_step) * 1e3
     results["cluster batch 64 ms"] = cluster_ms
     print(f"CNN step on a 1-GPU LocalCUDACluster, batch 64: {cluster_ms:.2f} ms")
