@@ -1,7 +1,7 @@
 """The worker-loss matrix: a real cluster of 3 worker processes trains test_worker_loss's
 2-epoch fit (a copy of the training state every 3 updates: windows of iterations 0-2, 3-5, 6-7,
 then 8 alone, then 9-11, ...) while a worker is killed (SIGKILL) or stopped (SIGSTOP: a hung
-machine, declared lost once it has not been heard from for heartbeats.STALL_S) at each point
+machine, declared lost once it has not been heard from for STALL_S) at each point
 where a run talks to its devices. Each run ends with the uninterrupted run's metric lines and
 weights, or, when no worker remains, with the recovery file and ClusterLost."""
 
@@ -21,6 +21,7 @@ from flexflow.compiled import CompiledRun
 from flexflow.core import FFModel
 from flexflow.recovery import ClusterLost, WorkerLostWarning
 from flexflow.scheduler import cluster as cluster_module
+from flexflow.scheduler import heartbeats
 from flexflow.scheduler.distributed import DaskExecutor
 
 from .cluster import loopback_cluster
@@ -28,9 +29,18 @@ from .faults import stopped_processes_killed, strike_in, worker_processes
 from .test_worker_loss import THREE_GPUS, build_and_fit
 from .training import all_weights, numbers
 
-DECLARED_WITHIN_S = 15.0  # a stalled worker is declared lost this soon after it stops
+STALL_S = 5.0  # here a stopped worker is stalled after this long (ten missed heartbeats)
+DECLARED_WITHIN_S = 10.0  # a stalled worker is declared lost this soon after it stops
 FIRST_LOSS = 9  # during the window of iteration 8 alone: recovery restores the copy of update
                 # 6 and plays again the window of iterations 6-7
+
+
+@pytest.fixture(autouse=True)
+def quick_stalls(monkeypatch):
+    """Stopped workers found after STALL_S of silence rather than heartbeats.STALL_S's 10 s,
+    which the SIGSTOP cases would otherwise wait out each time."""
+    monkeypatch.setattr(heartbeats, "STALL_S", STALL_S)
+    monkeypatch.setattr(cluster_module, "STALL_S", STALL_S)
 
 
 @pytest.fixture(scope="module")
