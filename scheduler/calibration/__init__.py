@@ -44,7 +44,9 @@ def calibrate(runner, calls: Sequence[KernelCall], memory: int | None = None,
     tables = kernel_tables(runner, calls, stream)
     cluster, drift = cluster_measurement(runner, tables.keys, refresh_cluster, stream)
     machine = calibrated_machine(runner, tables, cluster, memory, drift)
+    kept = max(tables.kept.values(), default=0)
     print(f"Calibration: {machine.describe()}; {tables.shapes} kernel shapes, "
-          f"{tables.measured} measured, {tables.cached} from the cache ({cache_dir()})",
-          file=stream)
+          f"{tables.measured} measured, {tables.cached} from the cache ({cache_dir()})"
+          + (f"; kernels keep up to {kept / 2**20:.1f} MiB allocated between calls, taken off "
+             f"each device's memory" if kept >= 1 << 20 else ""), file=stream)
     return Calibration(machine, tables.measured, tables.cached)

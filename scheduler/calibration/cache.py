@@ -30,7 +30,8 @@ from .. import allocator
 from ..cluster import array_module
 
 CACHE_ENV = "FLEXFLOW_DASK_CACHE"
-CACHE_FORMAT = 5  # kernel times as multiples of the reference kernel timed next to each run
+CACHE_FORMAT = 6  # kernel times as multiples of the reference kernel timed next to each run,
+# and the bytes kernels keep allocated between calls
 CLUSTER_FORMAT = 14  # cluster files: overheads fitted to the simulator's model of the executor
 MIN_TIMED_MS = 1e-6  # a nanosecond: no run calibration times (and divides by) is shorter
 

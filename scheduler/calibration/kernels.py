@@ -29,6 +29,7 @@ class KernelTables:
     kinds: dict = field(default_factory=dict)
     costs: dict = field(default_factory=dict)
     partials: dict = field(default_factory=dict)
+    kept: dict = field(default_factory=dict)  # per kind name: the most bytes a kernel keeps
     shapes: int = 0    # distinct kernel calls asked for
     measured: int = 0  # kernel calls timed in this run (0 when everything came from the cache)
     cached: int = 0
@@ -61,7 +62,7 @@ def _add_kind(tables: KernelTables, runner, device: int, info: dict,
     key, name = tables.keys[device], tables.names[device]
     path = cache_dir() / f"kind-{key}.json"
     data = (load(path, kind_file(info))
-            or {"fingerprint": info, "kernels": {}, "partial_bytes": {}})
+            or {"fingerprint": info, "kernels": {}, "partial_bytes": {}, "kept_bytes": {}})
     now = statistics.median(runner.run(device, reference_ms, runner.cpu_only)
                             for _ in range(TIMING_ROUNDS))  # it scales every kernel
     if "peak_gflops" not in data:
@@ -76,6 +77,7 @@ def _add_kind(tables: KernelTables, runner, device: int, info: dict,
     store(path, data)
     tables.costs[name] = {k: v * now for k, v in data["kernels"].items()}
     tables.partials.update(data["partial_bytes"])
+    tables.kept[name] = max((data["kept_bytes"].get(c.key, 0) for c in unique), default=0)
     slower = now / data["speed_reference_ms"]
     tables.kinds[name] = (data["peak_gflops"] / slower, data["memory_bandwidth_gbs"] / slower)
 
@@ -83,11 +85,13 @@ def _add_kind(tables: KernelTables, runner, device: int, info: dict,
 def kind_file(info: dict) -> Check:
     """What the cache file of the device kind of fingerprint `info` holds: that fingerprint,
     kernel times as multiples of the reference kernel's (a kernel takes some time), partial
-    results' bytes, and the device's speed with the reference kernel's time when it was
-    measured (which times now are divided by)."""
+    results' bytes, the bytes kernels keep allocated between calls (where any), and the
+    device's speed with the reference kernel's time when it was measured (which times now are
+    divided by)."""
     return record({"fingerprint": exactly(info),
                    "kernels": table(number(0.0, MAX_MS, above=True)),
                    "partial_bytes": table(number(0, MAX_BYTES, whole=True)),
+                   "kept_bytes": table(number(0, MAX_BYTES, whole=True)),
                    "peak_gflops": number(MIN_RATE / 1e6),
                    "memory_bandwidth_gbs": number(MIN_RATE / GB),
                    "speed_reference_ms": number(MIN_TIMED_MS, MAX_MS)})
@@ -102,11 +106,13 @@ def _time_missing(runner, device: int, name: str, missing: list[KernelCall], dat
     shown = -1
     for i in range(0, len(missing), BATCH):
         chunk = missing[i:i + BATCH]
-        for call, (ms, nbytes) in zip(chunk, runner.run(device, time_kernels, chunk,
-                                                          runner.cpu_only)):
+        for call, (ms, nbytes, kept) in zip(chunk, runner.run(device, time_kernels, chunk,
+                                                                runner.cpu_only)):
             data["kernels"][call.key] = ms
             if nbytes:
                 data["partial_bytes"][call.key] = nbytes
+            if kept:
+                data["kept_bytes"][call.key] = kept
         done += len(chunk)
         percent = 100 * done // len(missing)
         if tty or percent // 25 > shown or done == len(missing):

@@ -35,7 +35,8 @@ def calibrated_machine(runner, tables, cluster: dict, memory: int | None,
                        drift: float) -> MachineModel:
     """The runner's devices with the kernel `tables` (kernels.KernelTables) and the `cluster`
     measurement, its overheads and link latency scaled by `drift`; each device's memory is
-    `memory`, else the worker's limit, else the host's."""
+    `memory`, else the worker's limit, else the host's, less what its kind's kernels keep
+    allocated between calls (the memory model counts the arrays alone)."""
     names = tables.names
     limits = runner.memory()
     device_memory = [memory or limit or _host_memory() for limit in limits]
@@ -44,8 +45,8 @@ def calibrated_machine(runner, tables, cluster: dict, memory: int | None,
     device_kinds = {}
     for name in names:
         flops, bandwidth = tables.kinds[name]
-        device_kinds[name] = DeviceKind(name, min(m for m, n in zip(device_memory, names)
-                                                  if n == name),
+        capacity = min(m for m, n in zip(device_memory, names) if n == name)
+        device_kinds[name] = DeviceKind(name, max(0, capacity - tables.kept.get(name, 0)),
                                         flops * 1e6, bandwidth * GB)
     link, host = cluster["link"], cluster["host"]
     routes = worker_routes(runner.num_devices, link["latency_ms"] * drift,

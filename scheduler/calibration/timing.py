@@ -19,6 +19,7 @@ from ...ops.finite import all_finite
 from ..actions import synchronizer
 from ..cluster import array_module
 from ..costs import KernelCall
+from ..memory_use import allocated_bytes
 
 WARMUP, REPEATS, BUDGET_MS = 1, 5, 400.0  # per kernel: repeats stop early past the budget
 REFERENCE_BYTES = 32 << 20  # the reference kernel's copy: memory-bound, as large kernels are
@@ -132,18 +133,28 @@ def _kernel(xp, rng, call: KernelCall) -> Callable[[], Any]:
     return _operator_kernel(xp, rng, call)
 
 
-def time_kernels(calls: Sequence[KernelCall], cpu_only: bool = False) -> list[tuple[float, int]]:
-    """(time as a multiple of the reference kernel's, bytes of the result) of each call, on
-    this process's device. Each timing of a kernel is paired with a timing of the reference
-    just before it, so that a change in the device's speed between timings scales both."""
+def time_kernels(calls: Sequence[KernelCall], cpu_only: bool = False
+                 ) -> list[tuple[float, int, int]]:
+    """(time as a multiple of the reference kernel's, bytes of the result, bytes the kernel
+    left allocated once its result was dropped) of each call, on this process's device. Each
+    timing of a kernel is paired with a timing of the reference just before it, so that a
+    change in the device's speed between timings scales both. What a kernel leaves allocated
+    is what its library keeps between calls (scratch, caches), which a device holds beside
+    the arrays the memory model counts (`scheduler/memory_use.py` reads it)."""
     xp = array_module(cpu_only)
     sync = synchronizer(xp)
     rng = numpy.random.default_rng(0)
     reference = _reference_mix(xp)
     out = []
     for call in calls:
-        ratio, result = _median_ratio(_kernel(xp, rng, call), reference, sync)
-        out.append((ratio, _nbytes(result) if call.phase.endswith("partial") else 0))
+        kernel = _kernel(xp, rng, call)
+        before = allocated_bytes(xp)
+        ratio, result = _median_ratio(kernel, reference, sync)
+        nbytes = _nbytes(result) if call.phase.endswith("partial") else 0
+        del result
+        after = allocated_bytes(xp)
+        kept = max(0, after - before) if before is not None and after is not None else 0
+        out.append((ratio, nbytes, kept))
     return out
 
 

@@ -311,3 +311,29 @@ def test_a_cache_file_of_the_wrong_content_is_measured_again_and_overwritten(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert cache.load(tmp_path / name, check)  # overwritten with what was measured
+
+
+def test_what_kernels_keep_between_calls_is_recorded_and_taken_off_the_memory(
+        runner, monkeypatch):
+    """A kernel whose library keeps 8 MiB after its first call (as MKL keeps its packing
+    buffers where PyTorch loaded before flexflow-dask): the kernel table records it, and each
+    device may hold that much less for the model's arrays."""
+    import numpy
+    kept = []
+
+    def keeping(xp, rng, call):
+        def run():
+            if not kept:
+                kept.append(numpy.ones(8 << 18, numpy.float32))
+        return run
+    monkeypatch.setattr(kernels, "TIMING_ROUNDS", 1)
+    monkeypatch.setattr(timing, "_kernel", keeping)
+    out = io.StringIO()
+    machine = C.calibrate(runner, CALLS[:1], memory=1 << 30, stream=out).machine
+    assert "kernels keep up to 8.0 MiB allocated between calls" in out.getvalue()
+    [kind] = machine.kinds.values()
+    assert kind.memory == pytest.approx((1 << 30) - (8 << 20), abs=1 << 20)
+    cached = json.loads(next(C.cache_dir().glob("kind-*.json")).read_text())
+    assert cached["kept_bytes"][CALLS[0].key] >= 8 << 20
+    again = C.calibrate(runner, CALLS[:1], memory=1 << 30, stream=io.StringIO()).machine
+    assert [k.memory for k in again.kinds.values()] == [kind.memory]  # from the cache
