@@ -9,7 +9,9 @@
 4. the in-process step of that CNN against PyTorch on the same GPU at batch 64 (launch-bound)
    and 512 (kernel-bound), with the CUDA kernels each step launches.
 
-Results also go to `$OUT/gpu_check.json` when `OUT` is set.
+Results also go to `$OUT/gpu_check.json` when `OUT` is set, rewritten as each stage finishes:
+the versions, the kernels in-process and on each of the cluster's workers (array module, vendor
+or reference), each stage's figures.
 
     python bench/gpu_check.py            # exits 0 and says so when no GPU is present
 
@@ -238,12 +240,37 @@ def gpu_present() -> bool:
     return any(Path("/dev").glob("nvidia[0-9]*"))
 
 
-def workers_array_modules(ff) -> list[str]:
-    """The array module each of the cluster's workers runs its kernels on."""
+def _kernels_here() -> str:
+    """The array module this process runs kernels on, and which kernels run on its arrays."""
     from flexflow.scheduler.cluster import array_module
+    xp = array_module()
+    return f"{xp.__name__} {'vendor' if vendor.aten(xp) is not None else 'reference'}"
+
+
+def workers_kernels(ff) -> list[str]:
+    """`_kernels_here` on each of the cluster's workers."""
     cluster = ff.compiled.cluster
-    found = cluster.client.run(lambda: array_module().__name__, workers=cluster.workers)
+    found = cluster.client.run(_kernels_here, workers=cluster.workers)
     return [found[w] for w in cluster.workers]
+
+
+def versions() -> dict[str, str]:
+    import importlib.metadata as metadata
+    found = {"python": sys.version.split()[0]}
+    for name in ("torch", "cupy-cuda13x", "cupy-cuda12x", "numpy", "dask", "distributed",
+                 "dask-cuda", "flexflow-dask"):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def save(results: dict, failures: int) -> None:
+    """`results` so far to `$OUT/gpu_check.json` (when OUT is set), so a crash leaves them."""
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "gpu_check.json").write_text(
+            json.dumps({**results, "failures": failures}, indent=1))
 
 
 def main() -> int:
@@ -259,9 +286,11 @@ def main() -> int:
             return 1
         print(f"no GPU here ({error}); nothing to check")
         return 0
+    results: dict = {"versions": versions(), "in-process kernels": _kernels_here()}
+    print(results)
     failures = sum(check_operators(cupy, path) for path in ("vendor", "reference"))
     failures += check_one_memory_pool(cupy)
-    results: dict = {"failures": failures}
+    save(results, failures)
     batch = 64
     xb = rand(batch, 3, 32, 32)
     yb = RNG.integers(0, 10, (batch, 1)).astype(np.int32)
@@ -272,17 +301,18 @@ def main() -> int:
     if not np.allclose(cpu_losses, gpu_losses, rtol=1e-3):
         failures += 1
         print("FAIL  training losses differ between the NumPy and CuPy runs")
-    results["workers' array modules"] = modules = workers_array_modules(gpu)
-    if modules != ["cupy"]:
+    results["workers' kernels"] = kernels = workers_kernels(gpu)
+    print(f"the cluster's workers: {kernels}")
+    if [k.split()[0] for k in kernels] != ["cupy"]:
         failures += 1
-        print(f"FAIL  the cluster's workers ran on {modules}, not on CuPy")
+        print(f"FAIL  the cluster's workers ran on {kernels}, not on CuPy")
     cluster_ms = time_median(gpu.train_step) * 1e3
     results["cluster batch 64 ms"] = cluster_ms
     print(f"CNN step on a 1-GPU LocalCUDACluster, batch 64: {cluster_ms:.2f} ms")
+    save(results, failures)
     for batch in (64, 512):
         compare_steps(batch, results)
-    if os.environ.get("OUT"):
-        Path(os.environ["OUT"], "gpu_check.json").write_text(json.dumps(results, indent=1))
+        save(results, failures)
     print("GPU check passed" if not failures else f"GPU check: {failures} failure(s)")
     return 1 if failures else 0
 
