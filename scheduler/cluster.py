@@ -29,8 +29,8 @@ from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from typing import Any
 
-from . import lifetime
-from .heartbeats import STALL_S, responsive
+from . import heartbeats, lifetime
+from .heartbeats import responsive
 from .history import BOUNDED_HISTORY
 from .security import TLSFiles, client_security, local_cluster_tls
 
@@ -151,7 +151,7 @@ def await_loss(client, workers: list[str], during: str) -> None:
     """After a call failed to reach one of `workers`: WorkerLost once the scheduler no longer
     has one (it takes a moment to notice a dead worker, and STALL_S to find one cut off);
     returns if all are still there by then, for the caller to raise its error."""
-    deadline = time.monotonic() + STALL_S + 2 * WATCH_S
+    deadline = time.monotonic() + heartbeats.STALL_S + 2 * WATCH_S
     while True:
         check_alive(client, workers, during)
         if time.monotonic() > deadline:

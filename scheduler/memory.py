@@ -130,8 +130,10 @@ class MemoryModel:
         nbytes = self.itemsize[tensor]
         made = [(device, at, self.backward_at(at) if keeps else at, box.volume * nbytes)]
         dropped, end = max(self.readers[tensor]), self.value_end[tensor]
-        local = sum(inter.volume for p in parts if p.device == device
-                    for inter in (p.action.out_boxes[output].overlap(box),) if inter is not None)
+        local = 0  # of `box`, what this device's own partitions made
+        for p in parts:
+            inter = p.action.out_boxes[output].overlap(box) if p.device == device else None
+            local += 0 if inter is None else inter.volume
         if end > dropped and local < box.volume:
             made.append((device, dropped + 1, end, -(box.volume - local) * nbytes))
         return made

@@ -61,9 +61,10 @@ def _gpu_allocated(cupy) -> int:
         return int(pool.used_bytes())
     try:
         import torch
+        allocated = torch.cuda.memory_allocated() if torch.cuda.is_available() else 0
     except ImportError:
-        torch = None
-    if torch is not None and torch.cuda.is_available() and torch.cuda.memory_allocated():
-        return int(torch.cuda.memory_allocated())
+        allocated = 0
+    if allocated:  # 0 under RMM, which torch allocates from without counting it
+        return int(allocated)
     free, total = cupy.cuda.Device().mem_info
     return int(total - free)

@@ -40,7 +40,6 @@ def quick_stalls(monkeypatch):
     """Stopped workers found after STALL_S of silence rather than heartbeats.STALL_S's 10 s,
     which the SIGSTOP cases would otherwise wait out each time."""
     monkeypatch.setattr(heartbeats, "STALL_S", STALL_S)
-    monkeypatch.setattr(cluster_module, "STALL_S", STALL_S)
 
 
 @pytest.fixture(scope="module")
