@@ -94,10 +94,11 @@ class BatchNorm(Operator):
     def forward_partial(self, xp, xs, ws, part):
         (x,) = xs
         aten = vendor.aten(xp)
-        if aten is not None:  # (one pass of ATen's Welford, its mean and variance as sums)
+        if aten is not None:  # (ATen's batch-norm kernel's Welford: its mean and variance)
             torch, n = aten.torch, x.size // x.shape[1]
-            var, mean = (v.double() for v in torch.var_mean(aten.tensor(x), (0, 2, 3),
-                                                             correction=0))
+            _, mean, inv_std = aten.ops.native_batch_norm(aten.tensor(x), None, None, None,
+                                                          None, True, 0.0, self.eps)
+            mean, var = mean.double(), inv_std.double() ** -2 - self.eps
             return aten.array(torch.stack([mean * n, (var + mean * mean) * n,
                                            torch.full_like(mean, n)]))
         x64 = x.astype("float64")
