@@ -380,7 +380,18 @@ def _gpu_cluster(num_devices: int, device_memory_mb: int, tls: bool):
     return LocalCUDACluster(n_workers=num_devices, dashboard_address="127.0.0.1:0",
                             security=Security.temporary() if tls else None,
                             scheduler_kwargs=SCHEDULER_OPTIONS, preload=[lifetime.__name__],
-                            **_memory_pools(LocalCUDACluster, device_memory_mb))
+                            **_transport(tls), **_memory_pools(LocalCUDACluster, device_memory_mb))
+
+
+def _transport(tls: bool) -> dict:
+    """UCX (distributed-ucxx) for a plain GPU cluster where it is installed: its connections
+    carry GPU memory, so what the devices send each other goes from GPU to GPU
+    (scheduler/parcels.py); TCP or TLS copy it through the host. UCX does not encrypt, so a
+    cluster with TLS keeps TLS."""
+    import importlib.util
+    if tls or importlib.util.find_spec("distributed_ucxx") is None:
+        return {}
+    return {"protocol": "ucxx"}
 
 
 def _cpu_cluster(num_devices: int, tls: bool, config: dict):

@@ -45,7 +45,8 @@ from .fusion import Group
 from .history import model_span
 from .kept_data import KeptData
 from .messages import receive
-from .push import HANDLER, Mailbox, Parcel, post, settle, task_wanted
+from .parcels import Parcel
+from .push import HANDLER, Mailbox, post, settle, task_wanted
 from .store import DeviceStore
 from .taskgraph import TaskGraph
 

@@ -2,7 +2,8 @@
 
 A group's sends collect in its output under the destination device (`actions`); the executor
 hands them to that device's store before the groups that receive them run (`receive`). On a
-cluster they travel in a `push.Parcel`, which pickles them with their arrays out of band.
+cluster they travel in a `parcels.Parcel`: one pickle with its host arrays out of band, its
+GPU arrays as CUDA buffers where the connection carries them.
 """
 
 from __future__ import annotations

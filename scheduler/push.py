@@ -20,23 +20,14 @@ import concurrent.futures
 import threading
 from typing import Callable
 
+from .parcels import Parcel
+
 HANDLER = "flexflow_deliver"  # the worker handler that takes deliveries
 POLL_S = 0.2  # how often a waiting program checks that its Dask task is still wanted
 
 
 class Cancelled(RuntimeError):
     """The Dask task running a device's program was cancelled while the program waited."""
-
-
-class Parcel:
-    """What one group sends one device, serialised as one pickle with its arrays as separate
-    frames: Dask serialises a list item by item and field by field, which took milliseconds for
-    a few dozen small gradients."""
-
-    __slots__ = ("items",)
-
-    def __init__(self, items):
-        self.items = items
 
 
 class _Arrivals:

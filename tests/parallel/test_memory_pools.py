@@ -1,5 +1,6 @@
 """The GPU memory options a local dask-cuda cluster is started with (scheduler/cluster.py): the
-`-ll:fsize` pool, and one pool for CuPy and torch where dask-cuda and RMM can give it."""
+`-ll:fsize` pool, one pool for CuPy and torch where dask-cuda and RMM can give it, and UCX
+where distributed-ucxx is installed."""
 
 import importlib.util
 
@@ -58,3 +59,13 @@ def test_more_devices_than_gpus_is_refused_before_anything_starts(monkeypatch):
     with pytest.raises(cluster.TooFewGPUs, match=r"-ll:gpu 4: this machine has 2 GPUs"):
         cluster.start_local(4)
     assert not started
+
+
+def test_a_plain_gpu_cluster_talks_ucx_where_distributed_ucxx_is_installed(installed):
+    """UCX's connections carry GPU memory (what the devices send each other stays on the
+    GPUs, scheduler/parcels.py); UCX does not encrypt, so TLS stays TLS."""
+    installed("distributed_ucxx")
+    assert cluster._transport(tls=False) == {"protocol": "ucxx"}
+    assert cluster._transport(tls=True) == {}
+    installed()
+    assert cluster._transport(tls=False) == {}

@@ -7,6 +7,7 @@ import time
 import numpy as np
 import pytest
 from distributed.protocol import deserialize, serialize, to_serialize
+from distributed.protocol.cuda import cuda_deserialize, cuda_serialize
 
 from flexflow.core import FFConfig, FFModel, LossType, SGDOptimizer
 from flexflow.ops.box import Box
@@ -15,7 +16,8 @@ from flexflow.scheduler.actions import Receive
 from flexflow.scheduler.distributed import programs
 from flexflow.scheduler.fusion import fuse
 from flexflow.scheduler.messages import Grad, WeightGrad
-from flexflow.scheduler.push import POLL_S, Cancelled, Mailbox, Parcel
+from flexflow.scheduler.parcels import Parcel
+from flexflow.scheduler.push import POLL_S, Cancelled, Mailbox
 
 from ..search.helpers import task
 
@@ -73,6 +75,49 @@ def test_a_parcel_crosses_dask_s_wire_format_whole():
     assert (arrived[0].tensor, arrived[0].box, arrived[1].key) == (3, items[0].box, items[1].key)
     for got, sent in zip(arrived, items):
         np.testing.assert_array_equal(got.array, sent.array)
+
+
+class DeviceArray:
+    """A GPU array as Dask's serializers see CuPy's: `__cuda_array_interface__`, and a "cuda"
+    family serializer whose frame is the buffer itself (here: the object, never copied)."""
+
+    __cuda_array_interface__ = {}
+
+    def __init__(self, values):
+        self.values = values
+
+    def __reduce__(self):  # what pickling a CuPy array does: a copy through the host
+        raise AssertionError("a device array went through host memory")
+
+
+@cuda_serialize.register(DeviceArray)
+def _device_frames(array):
+    return {}, [array]
+
+
+@cuda_deserialize.register(DeviceArray)
+def _device_from_frames(header, frames):
+    return frames[0]
+
+
+def test_a_parcel_s_gpu_arrays_travel_as_cuda_frames_where_the_connection_carries_them():
+    gpu = DeviceArray([1.0, 2.0])
+    items = [Grad(3, Box(((0, 2),)), gpu),
+             WeightGrad((1, 0, Box(((0, 8),))), np.ones(8, np.float32))]
+    header, frames = serialize(to_serialize(Parcel(items)),
+                               serializers=("cuda", "dask", "pickle"))
+    assert header["serializer"] == "cuda"
+    assert any(frame is gpu for frame in frames)  # the device buffer itself, not a copy
+    arrived = deserialize(header, frames, deserializers=("cuda", "dask", "pickle")).items
+    assert arrived[0].array is gpu and arrived[0].box == items[0].box
+    np.testing.assert_array_equal(arrived[1].array, items[1].array)
+
+
+def test_a_host_only_connection_pickles_a_parcel():
+    header, _ = serialize(to_serialize(Parcel([WeightGrad((1, 0, Box(((0, 8),))),
+                                                          np.ones(8, np.float32))])),
+                          serializers=("dask", "pickle"))
+    assert header["serializer"] == "pickle"
 
 
 def test_each_device_s_program_lists_where_its_groups_send():
