@@ -7,7 +7,11 @@
 3. a CNN trained on a 1-GPU `dask_cuda.LocalCUDACluster` (`-ll:gpu 1`), with its losses compared
    to the in-process NumPy run, and its step time;
 4. the in-process step of that CNN against PyTorch on the same GPU at batch 64 (launch-bound)
-   and 512 (kernel-bound), with the CUDA kernels each step launches.
+   and 512 (kernel-bound), with the CUDA kernels each step launches, and the 1-GPU cluster's
+   step against the in-process one at batch 64;
+5. two workers sharing the one GPU (a LocalCUDACluster on device 0 twice), training the CNN
+   data parallel with the devices' messages on Dask (`--collectives off`: NCCL refuses two
+   ranks on one GPU), its losses against the NumPy run's.
 
 Results also go to `$OUT/gpu_check.json` when `OUT` is set, rewritten as each stage finishes:
 the versions, the kernels in-process and on each of the cluster's workers (array module, vendor
@@ -235,6 +239,32 @@ def compare_steps(batch: int, results: dict) -> None:
           f"({counts['pytorch']} launches), ratio {ms['flexflow-dask'] / ms['pytorch']:.2f}x")
 
 
+def two_workers_on_one_gpu(batch, xb, yb, cpu_losses, results: dict) -> int:
+    """Stage 5; its failures (0 or 1)."""
+    from dask_cuda import LocalCUDACluster
+
+    from flexflow.scheduler import cluster as cluster_module
+    try:
+        with LocalCUDACluster(n_workers=2, CUDA_VISIBLE_DEVICES="0,0",
+                              dashboard_address="127.0.0.1:0") as cluster:
+            argv = ["--scheduler", cluster.scheduler_address, "-ll:gpu", "2",
+                    "--collectives", "off"]
+            ff, losses = train(argv, batch, 5, xb, yb)
+            results["two workers on one GPU"] = {"losses": losses,
+                                                 "workers' kernels": workers_kernels(ff)}
+            ff.compiled.executor.close()
+            cluster_module.disconnect(cluster.scheduler_address)
+    except Exception as error:  # recorded, and the check goes on to its verdict
+        results["two workers on one GPU"] = f"{type(error).__name__}: {error}"
+        print(f"FAIL  two workers on one GPU: {results['two workers on one GPU']}")
+        return 1
+    print(f"losses, two workers on one GPU {np.round(losses, 5)}")
+    if not np.allclose(cpu_losses, losses, rtol=1e-3):
+        print("FAIL  two workers sharing the GPU train otherwise than the NumPy run")
+        return 1
+    return 0
+
+
 def gpu_present() -> bool:
     """Whether this machine has an NVIDIA GPU, whatever CuPy makes of it: its device files."""
     return any(Path("/dev").glob("nvidia[0-9]*"))
@@ -313,6 +343,11 @@ def main() -> int:
     for batch in (64, 512):
         compare_steps(batch, results)
         save(results, failures)
+    results["cluster / in-process at batch 64"] = ratio = (
+        cluster_ms / results["batch 64"]["ms"]["flexflow-dask"])
+    print(f"the 1-GPU cluster's step against the in-process one, batch 64: {ratio:.2f}x")
+    failures += two_workers_on_one_gpu(len(xb), xb, yb, cpu_losses, results)
+    save(results, failures)
     print("GPU check passed" if not failures else f"GPU check: {failures} failure(s)")
     return 1 if failures else 0
 

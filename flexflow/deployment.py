@@ -24,6 +24,7 @@ from .scheduler import cluster as cluster_module
 from .scheduler import process_groups, strategy_file
 from .scheduler.distributed import DaskExecutor
 from .scheduler.executor import Executor, LocalExecutor
+from .scheduler.fed_checks import fed_checks
 from .scheduler.actions import Context
 from .scheduler.planner import Planner, PlanOptions, capacities, runner_for
 from .scheduler.progress import Progress
@@ -83,7 +84,8 @@ def deploy(model, objective: Objective, loss, cluster, strategy: dict | None, fi
         simulator = planner.simulator_for(strategy)
         profiler = profiling.OpProfiler(model.graph, simulator.simulate_taskgraph(taskgraph),
                                         simulator.machine.describe())
-    ctx = Context(model.graph, loss)
+    ctx = Context(model.graph, loss, fed_checks=fed_checks(model.graph, objective.label, loss,
+                                                           objective.output))
     if cluster:
         executor = DaskExecutor(taskgraph, ctx, cluster.client, cluster.workers, config.cpu_only,
                                 cluster.memory, graph_checks.collectives)

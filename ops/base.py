@@ -41,10 +41,16 @@ class Part:
     seed: int = 0
     reduced: Any = None  # partials of all partitions combined (see Operator.reduction_dims)
     input_grads: tuple[bool, ...] = ()  # per input, whether its gradient is wanted; () = all
+    fed: tuple[bool, ...] = ()  # per input, whether it is fed (checked as loaded); () = none
 
     def wants_grad(self, index: int) -> bool:
         """Kernels may skip (and return None for) gradients nobody reads, e.g. a model input's."""
         return not self.input_grads or self.input_grads[index]
+
+    def is_fed(self, index: int) -> bool:
+        """Whether input `index` is fed from outside, its pieces checked on the host as they
+        are loaded (scheduler/fed_checks.py)."""
+        return bool(self.fed) and self.fed[index]
 
     @staticmethod
     def whole(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], training: bool = True,

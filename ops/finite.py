@@ -1,4 +1,7 @@
-"""The test for NaN and Inf that guards every weight update (flexflow/nonfinite.py)."""
+"""The test for NaN and Inf that guards every weight update (flexflow/nonfinite.py): on the
+vendor kernels as a flag made on the device, which the fused optimizers take as their
+`found_inf` (the update is skipped there, and the host reads the flag with the iteration's other
+metrics: scheduler/device_values.py); on the reference kernels as a host verdict."""
 
 import math
 
@@ -15,3 +18,18 @@ def all_finite(xp, array) -> bool:
     if math.isfinite(total):
         return True
     return bool(xp.isfinite(array).all())
+
+
+def nonfinite_flag(xp, array):
+    """On the vendor kernels, a 0-d float32 tensor on `array`'s device that is 1 where `array`
+    holds a NaN or an Inf, made without the host waiting, in four launches: its least and
+    greatest values (a NaN spreads to both, an Inf is one of them), each times zero (0, or NaN
+    from a NaN or an Inf: exact where a sum of finite values could overflow), NaN made 1. None
+    on the reference kernels (`all_finite` tests there)."""
+    aten = vendor.aten(xp)
+    if aten is None:
+        return None
+    torch = aten.torch
+    least, greatest = aten.tensor(array).aminmax()
+    flag = torch.nan_to_num(least.mul(0).add_(greatest, alpha=0), nan=1.0)
+    return flag if flag.dtype == torch.float32 else flag.float()

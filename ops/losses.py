@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import vendor
+
 EPS = 1e-8
 CROSS_ENTROPIES = ("categorical_crossentropy", "sparse_categorical_crossentropy")
 LOSSES = CROSS_ENTROPIES + ("mean_squared_error_avg_reduce", "mean_squared_error_sum_reduce",
@@ -75,21 +77,31 @@ class Loss:
             loss = measures.squared_error().sum() * self.sample_size
         else:
             loss = measures.squared_error().sum()
-        sums = {"samples": samples, "loss": float(loss)}
+        number = _host_number if vendor.holds_host_arrays(xp) else _kept
+        sums = {"samples": samples, "loss": number(float, loss)}
         for metric in self.metrics:
             if metric == "accuracy":
-                sums["correct"] = int((out.reshape(samples, -1).argmax(axis=1)
-                                       == target.classes()).sum())
+                sums["correct"] = number(int, (out.reshape(samples, -1).argmax(axis=1)
+                                               == target.classes()).sum())
             elif metric in CROSS_ENTROPIES:
-                sums[metric] = float(measures.cross_entropy().sum())
+                sums[metric] = number(float, measures.cross_entropy().sum())
             elif metric == "mean_squared_error":
-                sums[metric] = float(measures.squared_error().sum())
+                sums[metric] = number(float, measures.squared_error().sum())
             elif metric == "root_mean_squared_error":
-                sums[metric] = float(xp.sqrt(measures.squared_error()).sum())
+                sums[metric] = number(float, xp.sqrt(measures.squared_error()).sum())
             else:
-                sums[metric] = float(xp.abs(measures.flat_out - target.dense().reshape(
+                sums[metric] = number(float, xp.abs(measures.flat_out - target.dense().reshape(
                     samples, -1)).mean(axis=1).sum())
         return sums
+
+
+def _host_number(kind, value):
+    return kind(value)
+
+
+def _kept(kind, value):
+    """A device's value as it is: the host reads the iteration's values at once at its end."""
+    return value
 
 
 class _Target:
@@ -98,7 +110,9 @@ class _Target:
     def __init__(self, xp, out, label, sparse: bool):
         self.xp, self.shape = xp, out.shape
         self.label = label
-        self.indices = _class_indices(label, out.shape[-1]) if sparse else None
+        # (labels are always fed: on a device, Load checked them on the host: fed_checks.py)
+        self.indices = (_class_indices(label, out.shape[-1], vendor.holds_host_arrays(xp))
+                        if sparse else None)
         # (sample, label) index pairs of a sparse target's nonzero entries
         self.at = (xp.arange(out.shape[0]), self.indices) if sparse else None
         self._dense = None
@@ -164,11 +178,18 @@ class _Measures:
         return self._sq
 
 
-def _class_indices(label, classes: int):
+def _class_indices(label, classes: int, check: bool):
     flat = label.reshape(-1)
     if flat.dtype.kind not in "iu":
         flat = flat.astype("int64")
+    if check:
+        check_labels(flat, classes)
+    return flat
+
+
+def check_labels(label, classes: int) -> None:
+    """Refuse class labels outside [0, classes)."""
+    flat = label.reshape(-1)
     if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= classes):
         raise ValueError(f"labels must lie in [0, {classes}), got values from {int(flat.min())} "
                          f"to {int(flat.max())}")
-    return flat

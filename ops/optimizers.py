@@ -29,15 +29,16 @@ class SGD:
     def init_state(self, xp, weight) -> dict[str, Any]:
         return {"v": xp.zeros_like(weight)} if self.momentum > 0 else {}
 
-    def update(self, xp, weight, grad, state: dict, step: int) -> None:
-        """`step` counts the updates before this one (SGD has no use for it)."""
+    def update(self, xp, weight, grad, state: dict, step: int, skip=None) -> None:
+        """`step` counts the updates before this one (SGD has no use for it); the vendor
+        kernels leave the weight and state alone where the device tensor `skip` is 1."""
         aten = vendor.aten(xp)
         if aten is not None:
             buffers = [aten.tensor(state["v"])] if self.momentum > 0 else []
             aten.torch._fused_sgd_([aten.tensor(weight)], [aten.tensor(grad)], buffers,
                                    weight_decay=self.weight_decay, momentum=self.momentum,
                                    lr=self.lr, dampening=0.0, nesterov=self.nesterov,
-                                   maximize=False, is_first_step=False)
+                                   maximize=False, is_first_step=False, found_inf=skip)
             return
         if self.weight_decay:
             grad = grad + self.weight_decay * weight
@@ -64,12 +65,13 @@ class Adam:
     def init_state(self, xp, weight) -> dict[str, Any]:
         return {"m": xp.zeros_like(weight), "v": xp.zeros_like(weight)}
 
-    def update(self, xp, weight, grad, state: dict, step: int) -> None:
-        """`step` counts the updates before this one; bias correction uses step + 1."""
+    def update(self, xp, weight, grad, state: dict, step: int, skip=None) -> None:
+        """`step` counts the updates before this one; bias correction uses step + 1. As SGD's,
+        with `skip`."""
         t = step + 1
         aten = vendor.aten(xp)
         if aten is not None:
-            self._aten_update(aten, weight, grad, state, t)
+            self._aten_update(aten, weight, grad, state, t, skip)
             return
         alpha_t = self.alpha * math.sqrt(1 - self.beta2 ** t) / (1 - self.beta1 ** t)
         if self.weight_decay:
@@ -84,17 +86,19 @@ class Adam:
         xp.divide(m, denominator, out=denominator)
         _subtract_scaled(xp, weight, denominator, alpha_t)
 
-    def _aten_update(self, aten, weight, grad, state: dict, t: int) -> None:
+    def _aten_update(self, aten, weight, grad, state: dict, t: int, skip) -> None:
         """torch's fused Adam divides by sqrt(v)/sqrt(1 - beta2^t) + eps where FlexFlow divides
         by sqrt(v) + eps; with eps scaled by 1/sqrt(1 - beta2^t) the two are the same update."""
         weight = aten.tensor(weight)
-        steps = [aten.torch.tensor(float(t), device=weight.device)]
+        # (made on the device by a fill kernel: an upload from the host would wait for the
+        # device at every update of every weight)
+        steps = [aten.torch.full((), float(t), device=weight.device)]
         aten.torch._fused_adam_([weight], [aten.tensor(grad)],
                                 [aten.tensor(state["m"])], [aten.tensor(state["v"])], [],
                                 steps, lr=self.alpha, beta1=self.beta1, beta2=self.beta2,
                                 weight_decay=self.weight_decay,
                                 eps=self.epsilon / math.sqrt(1 - self.beta2 ** t),
-                                amsgrad=False, maximize=False)
+                                amsgrad=False, maximize=False, found_inf=skip)
 
 
 UpdateRule = SGD | Adam

@@ -153,6 +153,11 @@ def _make_bridge(xp) -> Aten | None:
     return Aten(torch, _numpy_to_tensor(torch, numpy), _tensor_to_numpy(xp, numpy))
 
 
+def holds_host_arrays(xp) -> bool:
+    """Whether `xp`'s arrays live in host memory (NumPy's)."""
+    return _numpy_of(xp) is not None
+
+
 def _numpy_of(xp):
     """numpy, when `xp` is numpy or a module whose arrays are NumPy arrays (a wrapper that
     counts calls, in the tests); else None."""

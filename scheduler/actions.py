@@ -13,11 +13,12 @@ from typing import Any, Callable, Mapping
 from ..ops import losses
 from ..ops.base import Part
 from ..ops.box import Box
-from ..ops.finite import all_finite
+from ..ops.finite import all_finite, nonfinite_flag
 from ..ops.graph import Graph
 from ..ops.optimizers import UpdateRule
 from . import collectives
 from . import messages as M
+from .device_values import NONFINITE_GRADIENT, Verdict
 from .feeds import Piece
 from .store import DeviceStore, WeightKey
 
@@ -42,6 +43,8 @@ class Context:
     graph: Graph
     loss: losses.Loss | None = None
     iteration: IterationState = IterationState()
+    # fed tensor -> the check of its host pieces, made as they are loaded (fed_checks.py)
+    fed_checks: Mapping[int, Callable[[Any], None]] = field(default_factory=dict)
 
     def at(self, iteration: IterationState) -> "Context":
         return replace(self, iteration=iteration)
@@ -67,6 +70,9 @@ class Load(Action):
         host = ctx.iteration.feeds[self.tensor]  # the batch, or this device's piece of it
         part = (host.cut(self.box) if isinstance(host, Piece)
                 else host[self.box.relative_to(Box.full(host.shape))])
+        check = ctx.fed_checks.get(self.tensor)
+        if check is not None:
+            check(part)
         store.put(self.tensor, self.box, store.xp.asarray(part))
 
 
@@ -112,7 +118,8 @@ class Forward(Action):
                     tuple(ctx.graph.tensors[t].spec.shape for t in layer.inputs),
                     ctx.iteration.training, seed=ctx.iteration.step * 7919 + layer.index,
                     input_grads=tuple(ctx.graph.tensors[t].producer is not None
-                                      for t in layer.inputs))
+                                      for t in layer.inputs),
+                    fed=tuple(t in ctx.fed_checks for t in layer.inputs))
         return layer, xs, ws, part
 
     def run(self, store, ctx, out):
@@ -241,9 +248,6 @@ class SendWeightGrad(Action):
             _emit(out, self.dst, M.WeightGrad(self.key, _shard_of(grad, self.key, self.shard)))
 
 
-NONFINITE_GRADIENT = "nonfinite_gradient"  # record of a checked Update or CheckShard: its key
-
-
 def _shard_of(array, key: WeightKey, shard: Box):
     """The part of a weight box's array (weight or gradient) that holds `shard`: a view."""
     return array if shard == key[2] else array[shard.relative_to(key[2])]
@@ -294,7 +298,8 @@ class Update(Action):
     state, which lives on this device only. With `check_finite` (the non-finite guard,
     flexflow/nonfinite.py) a gradient holding a NaN or Inf is not applied, leaving the weight
     and its optimizer state as they were, and its weight key is reported in the metrics
-    instead. A guarded box cut into several shards is applied whole or not at all: each
+    instead (on the vendor kernels the device decides: the fused optimizer skips the update,
+    and its `Verdict` is read with the iteration's metrics). A guarded box cut into several shards is applied whole or not at all: each
     shard's sum is tested by its `CheckShard`, and the update waits for all their `verdicts`."""
 
     key: WeightKey
@@ -304,15 +309,20 @@ class Update(Action):
     verdicts: int = 0  # shards whose CheckShard verdict it waits for (0: it sums and tests)
 
     def run(self, store, ctx, out):
+        skip = None  # (the device's verdict, where the vendor kernels make one)
         if self.verdicts:
             grad = store.shard_grads.pop(self.key)
             if not all(store.verdicts.pop(self.key)):
                 return
         else:
             grad = _shard_gradient(store, self.key, self.shard)
-            if grad is not None and self.check_finite and not all_finite(store.xp, grad):
-                _report_nonfinite(out, self.key)
-                return
+            if grad is not None and self.check_finite:
+                skip = nonfinite_flag(store.xp, grad)
+                if skip is not None:
+                    out.setdefault("metrics", []).append(Verdict(self.key, skip))
+                elif not all_finite(store.xp, grad):
+                    _report_nonfinite(out, self.key)
+                    return
         if grad is None:
             return
         weight = _shard_of(store.weights[self.key], self.key, self.shard)
@@ -322,7 +332,7 @@ class Update(Action):
         if self.key not in store.opt_state:
             store.opt_state[self.key] = ctx.iteration.optimizer.init_state(store.xp, updated)
         ctx.iteration.optimizer.update(store.xp, updated, grad, store.opt_state[self.key],
-                                       ctx.iteration.updates)
+                                       ctx.iteration.updates, skip)
         if updated is not weight:
             weight[...] = updated
 

@@ -38,6 +38,7 @@ from .actions import AllReduce, Context, IterationState, Load, SharePartial, sen
 from .allocator import keep_freed_memory
 from .cluster import (FAILED, alive, array_module, check_alive, run_on, watched_gather,
                       watched_scatter, watched_wait)
+from .device_values import on_host
 from .executor import Executor, run_tasks, start_iteration
 from ..ops.box import Box
 from .feeds import Piece, Rows, host_batch, piece, rows_piece
@@ -234,7 +235,19 @@ def _run_iteration(installed: _Device, model_id: str, phases: tuple[str, ...],
                              iteration=iteration.number, source=step.group.name,
                              parcels=early[dst] + 1))
     settle(sent, wanted)
-    return records
+    return _on_host(records, store.xp)
+
+
+def _on_host(records: list, xp) -> list:
+    """The iteration's (group position, metrics) records with their device values read in one
+    transfer (scheduler/device_values.py)."""
+    positions = [position for position, metrics in records for _ in metrics]
+    read = on_host([record for _, metrics in records for record in metrics], xp)
+    by_position: dict[int, list] = {}
+    for position, record in zip(positions, read):
+        if record is not None:
+            by_position.setdefault(position, []).append(record)
+    return list(by_position.items())
 
 
 def _on_store(model_id: str, device: int, fn, args: tuple):

@@ -18,6 +18,7 @@ from ..ops.box import Box
 from . import allocator
 from .actions import Context, IterationState, run_timed
 from .collectives import LocalHub
+from .device_values import on_host
 from .feeds import host_batches
 from .fusion import Group, fuse
 from .last_use import GRAD, VALUE, Released, frees_at_last_use, release, with_releases
@@ -252,7 +253,7 @@ class LocalExecutor(Executor):
                             *(sent[name] for name in group.receive_from))
             sent[group.name] = out
             metrics.extend(out.get("metrics", ()))
-        return metrics
+        return [record for record in on_host(metrics, self.stores[0].xp) if record is not None]
 
     def _call(self, device: int, fn, *args):
         return fn(self.stores[device], *args)

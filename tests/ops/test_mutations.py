@@ -131,12 +131,12 @@ def plain_momentum(update):
         lambda: test_optimizers.test_adam_follows_flexflow_s_rule(0.0, 0.1))
 def unscaled_epsilon(_original):
     """torch's fused Adam with FlexFlow's epsilon as it is: torch adds it to the corrected root."""
-    def broken(self, aten, weight, grad, state, t):
+    def broken(self, aten, weight, grad, state, t, skip):
         tensors = [[aten.tensor(a)] for a in (weight, grad, state["m"], state["v"])]
         aten.torch._fused_adam_(*tensors, [], [aten.torch.tensor(float(t))], lr=self.alpha,
                                 beta1=self.beta1, beta2=self.beta2,
                                 weight_decay=self.weight_decay, eps=self.epsilon,
-                                amsgrad=False, maximize=False)
+                                amsgrad=False, maximize=False, found_inf=skip)
     return broken
 
 

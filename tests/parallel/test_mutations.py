@@ -18,8 +18,8 @@ def skipped(_original):
 
 
 def ascending(update):
-    def broken(self, xp, weight, grad, state, step):
-        return update(self, xp, weight, -grad, state, step)
+    def broken(self, xp, weight, grad, state, step, skip=None):
+        return update(self, xp, weight, -grad, state, step, skip)
     return broken
 
 
