@@ -113,7 +113,8 @@ class BatchNorm(Operator):
             self._check_count(part.training, x.size // x.shape[1], x.shape)
             return self._aten_forward(aten, x, ws, part.training, keeps)
         mean, var, count = self._statistics(xp, x, ws, part)
-        self._check_count(part.training, count, x.shape)
+        self._check_count(part.training, x.size // x.shape[1], x.shape,
+                          count if part.reduced is not None else None)
         if keeps:
             _, _, running_mean, running_var = ws
             running_mean[...] = (1 - self.momentum) * running_mean + self.momentum * mean
@@ -141,11 +142,10 @@ class BatchNorm(Operator):
             mean = _channel_sum(x) / count
             centered = x - _per_channel(mean)
             return mean, _channel_dot(xp, centered, centered) / count, count
-        sums, squares, counts = part.reduced
-        count = int(counts[0])
-        mean64 = sums / count
-        var = xp.maximum(squares / count - mean64 * mean64, 0)
-        return mean64.astype(x.dtype), var.astype(x.dtype), count
+        sums, squares, counts = part.reduced  # (counts: per channel, left on the device)
+        mean64 = sums / counts
+        var = xp.maximum(squares / counts - mean64 * mean64, 0)
+        return mean64.astype(x.dtype), var.astype(x.dtype), counts.astype(x.dtype)
 
     def _aten_combined_forward(self, aten, x, ws, mean, var, inv_std, count):
         """ATen's batch norm normalising with the combined statistics (its inference mode,
@@ -158,11 +158,13 @@ class BatchNorm(Operator):
         if self.relu:
             aten.torch.relu_(y)
         return [aten.array(y)], _Combined(aten, tensor, scale, mean, aten.tensor(inv_std),
-                                          y if self.relu else None, count)
+                                          y if self.relu else None, aten.tensor(count))
 
     @staticmethod
-    def _check_count(training: bool, count: int, shape) -> None:
-        if training and count < 2:
+    def _check_count(training: bool, local: int, shape, combined=None) -> None:
+        """Refuse to train on one value per channel. The combined count (per channel, on the
+        device) is at least this partition's `local` one, so it is read only where that is 1."""
+        if training and local < 2 and (combined is None or int(combined[0]) < 2):
             raise ValueError(f"batch_norm needs more than one value per channel to train, got "
                              f"input shape {shape}")
 
@@ -273,7 +275,7 @@ class _Combined:
     mean: object
     inv_std: object
     y: object
-    count: int
+    count: object  # the values per channel, combined: a tensor on the device
     weight_grads: list = field(default_factory=list)  # backward_partial's (dy, d_scale, d_bias)
 
 
