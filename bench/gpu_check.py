@@ -7,8 +7,8 @@
 3. a CNN trained on a 1-GPU `dask_cuda.LocalCUDACluster` (`-ll:gpu 1`), with its losses compared
    to the in-process NumPy run, and its step time;
 4. the in-process step of that CNN against PyTorch on the same GPU at batch 64 (launch-bound)
-   and 512 (kernel-bound), with the CUDA kernels each step launches, and the 1-GPU cluster's
-   step against the in-process one at batch 64;
+   and 512 (kernel-bound), with and without CUDA-graph replay, with the CUDA kernels each
+   step launches, and the 1-GPU cluster's step against the in-process one at batch 64;
 5. two workers sharing the one GPU (a LocalCUDACluster on device 0 twice), training the CNN
    data parallel with the devices' messages on Dask (`--collectives off`: NCCL refuses two
    ranks on one GPU), its losses against the NumPy run's.
@@ -221,22 +221,39 @@ def launches(step) -> int:
 
 
 def compare_steps(batch: int, results: dict) -> None:
-    """In-process CNN step on CuPy (vendor kernels) against PyTorch CUDA, at `batch`."""
+    """In-process CNN step on CuPy (vendor kernels) against PyTorch CUDA, at `batch`: with
+    CUDA-graph replay (the default) and without (`--cuda-graphs off`)."""
     import cupy
     xb = rand(batch, 3, 32, 32)
     yb = RNG.integers(0, 10, (batch, 1)).astype(np.int32)
-    ours_ff, _ = train([], batch, 1, xb, yb)
+    steps = {}
+    replay = "off"
+    for name, argv in (("flexflow-dask", []), ("flexflow-dask, no graphs", ["--cuda-graphs",
+                                                                            "off"])):
+        ff, _ = train(argv, batch, 3, xb, yb)
 
-    def ours():
-        ours_ff.train_step()
-        cupy.cuda.get_current_stream().synchronize()
-    theirs = torch_step_of(xb, yb)
-    ms = {"flexflow-dask": time_median(ours) * 1e3, "pytorch": time_median(theirs) * 1e3}
-    counts = {"flexflow-dask": launches(ours), "pytorch": launches(theirs)}
-    results[f"batch {batch}"] = {"ms": ms, "launches": counts}
-    print(f"CNN step in-process, batch {batch}: flexflow-dask {ms['flexflow-dask']:.2f} ms "
-          f"({counts['flexflow-dask']} launches), PyTorch {ms['pytorch']:.2f} ms "
-          f"({counts['pytorch']} launches), ratio {ms['flexflow-dask'] / ms['pytorch']:.2f}x")
+        def ours(ff=ff):
+            ff.train_step()
+            cupy.cuda.get_current_stream().synchronize()
+        steps[name] = ours
+        if not argv:
+            replay = _replay_state(ff.compiled.executor.replayer)
+    steps["pytorch"] = torch_step_of(xb, yb)
+    ms = {name: time_median(step) * 1e3 for name, step in steps.items()}
+    counts = {name: launches(step) for name, step in steps.items()}
+    results[f"batch {batch}"] = {"ms": ms, "launches": counts, "graph replay": replay}
+    print(f"CNN step in-process, batch {batch} (graph replay: {replay}): " + ", ".join(
+        f"{name} {ms[name]:.2f} ms ({counts[name]} launches)" for name in ms)
+        + f"; ratio to PyTorch {ms['flexflow-dask'] / ms['pytorch']:.2f}x, without graphs "
+          f"{ms['flexflow-dask, no graphs'] / ms['pytorch']:.2f}x")
+
+
+def _replay_state(replayer) -> str:
+    if replayer is None:
+        return "not possible for this model here"
+    if replayer.refused is not None:
+        return f"refused: {replayer.refused}"
+    return f"on, {len(replayer.graphs)} graph(s)" if replayer.graphs else "not captured"
 
 
 def two_workers_on_one_gpu(batch, xb, yb, cpu_losses, results: dict) -> int:

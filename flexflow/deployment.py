@@ -25,6 +25,7 @@ from .scheduler import process_groups, strategy_file
 from .scheduler.distributed import DaskExecutor
 from .scheduler.executor import Executor, LocalExecutor
 from .scheduler.fed_checks import fed_checks
+from .scheduler.graph_replay import Replayer, reason_not_to_replay
 from .scheduler.actions import Context
 from .scheduler.planner import Planner, PlanOptions, capacities, runner_for
 from .scheduler.progress import Progress
@@ -48,6 +49,14 @@ def update_rule(optimizer):
     """The optimizer's update kernel with its hyper-parameters as they are now (they may be
     scheduled between iterations)."""
     return None if optimizer is None else optimizer.rule()
+
+
+def _replayer(config: FFConfig, model, num_devices: int, xp, profiler) -> Replayer | None:
+    """CUDA-graph replay of the in-process steps, where it can work and is not turned off."""
+    if config.cuda_graphs == "off" or profiler is not None:
+        return None
+    reason = reason_not_to_replay(model.graph, num_devices, xp, update_rule(model.optimizer))
+    return Replayer() if reason is None else None
 
 
 def deploy(model, objective: Objective, loss, cluster, strategy: dict | None, first: bool,
@@ -90,8 +99,9 @@ def deploy(model, objective: Objective, loss, cluster, strategy: dict | None, fi
         executor = DaskExecutor(taskgraph, ctx, cluster.client, cluster.workers, config.cpu_only,
                                 cluster.memory, graph_checks.collectives)
     else:
-        executor = LocalExecutor(taskgraph, ctx, num_devices,
-                                 cluster_module.array_module(config.cpu_only))
+        xp = cluster_module.array_module(config.cpu_only)
+        executor = LocalExecutor(taskgraph, ctx, num_devices, xp,
+                                 _replayer(config, model, num_devices, xp, profiler))
     return Deployment(strategy, taskgraph, executor, profiler, cluster)
 
 

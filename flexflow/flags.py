@@ -53,6 +53,7 @@ _learning_rate = _checked("learning_rate", _finite_float, lambda v: v >= 0, "mus
 
 
 COLLECTIVES = ("auto", "on", "off")
+CUDA_GRAPHS = ("auto", "off")
 
 
 def _interval(text: str):
@@ -159,6 +160,9 @@ FLAGS = (
     F(("--collectives",), "collectives", _choice("collectives", COLLECTIVES), "auto",
       "sum replicated weights' gradients with torch.distributed all-reduces: auto (on a "
       "cluster with torch, but a tls:// --scheduler), on or off (ours)"),
+    F(("--cuda-graphs",), "cuda_graphs", _choice("cuda-graphs", CUDA_GRAPHS), "auto",
+      "replay a one-GPU step as a CUDA graph: auto (where the step can be replayed, checked "
+      "against a plain step once) or off (ours)"),
     F(("--bucket-size",), "bucket_size_mb", _positive_int, 25,
       "MB of gradients per all-reduce bucket, as DDP's bucket_cap_mb (ours)"),
 )

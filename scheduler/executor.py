@@ -21,10 +21,11 @@ from .collectives import LocalHub
 from .device_values import on_host
 from .feeds import host_batches
 from .fusion import Group, fuse
+from .graph_replay import Replayer, rule_replays
 from .last_use import GRAD, VALUE, Released, frees_at_last_use, release, with_releases
 from .messages import receive
 from .store import DeviceStore, WeightKey
-from .taskgraph import TaskGraph
+from .taskgraph import PHASES, TaskGraph
 
 
 def run_group(ctx: Context, store: DeviceStore, group: Group, *incoming) -> dict:
@@ -234,16 +235,33 @@ class LocalExecutor(Executor):
     under glibc's defaults each iteration's large arrays go back to the system when freed and
     are faulted in again, page by page, by the next iteration."""
 
-    def __init__(self, taskgraph: TaskGraph, ctx: Context, num_devices: int, xp):
+    def __init__(self, taskgraph: TaskGraph, ctx: Context, num_devices: int, xp,
+                 replayer: Replayer | None = None):
         super().__init__(taskgraph, ctx, num_devices)
         allocator.keep_freed_memory()
         hub = LocalHub()
         self.stores = [DeviceStore(d, xp, communicator=hub.for_device(d, xp))
                        for d in range(num_devices)]
+        self.replayer = replayer  # CUDA-graph replay of whole training steps (graph_replay.py)
 
     def run(self, *phases: str, state: IterationState = IterationState(),
             zero_gradients: bool = False) -> list[dict[str, float]]:
-        ctx = self.ctx.at(replace(state, feeds=host_batches(state.feeds)))
+        def plain(feeds) -> list:
+            return self._run_groups(phases, replace(state, feeds=feeds), zero_gradients)
+        xp = self.stores[0].xp
+        if self.replayer is None or phases != PHASES or not rule_replays(state.optimizer):
+            records = plain(host_batches(state.feeds))
+        else:
+            key = (state.training, state.optimizer, zero_gradients)
+            records = self.replayer.run(key, state.feeds, self.ctx.fed_checks, self.stores[0],
+                                        plain, xp)
+        return [record for record in on_host(records, xp) if record is not None]
+
+    def _run_groups(self, phases: tuple[str, ...], state: IterationState,
+                    zero_gradients: bool) -> list:
+        """The groups of `phases` in order, on the batches of `state`; their metric records
+        (device values unread)."""
+        ctx = self.ctx.at(state)
         for store in self.stores:
             start_iteration(store, "forward" in phases, zero_gradients)
         sent: dict[str, dict] = {}
@@ -253,9 +271,11 @@ class LocalExecutor(Executor):
                             *(sent[name] for name in group.receive_from))
             sent[group.name] = out
             metrics.extend(out.get("metrics", ()))
-        return [record for record in on_host(metrics, self.stores[0].xp) if record is not None]
+        return metrics
 
     def _call(self, device: int, fn, *args):
+        if self.replayer is not None and fn not in _READS:  # (a write the graphs captured)
+            self.replayer.forget()
         return fn(self.stores[device], *args)
 
 
@@ -320,3 +340,7 @@ def _to_host(array) -> Any:
     """A numpy view or copy of a device array (cupy arrays have `.get()`)."""
     get = getattr(array, "get", None)
     return get() if get is not None else array
+
+
+_READS = frozenset((_store_get_weights, _store_get_opt_states, _store_get_weight_grad,
+                    _store_values, _store_grads))  # host access that leaves a store as it was
