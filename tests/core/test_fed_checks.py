@@ -82,3 +82,34 @@ def test_on_a_device_the_loss_leaves_labels_to_the_load(on_a_device):
     out = np.full((2, 3), 1 / 3, np.float32)
     target = losses._Target(np, out, np.array([[0], [5]]), sparse=True)
     assert list(target.indices) == [0, 5]
+
+
+def test_a_batch_already_on_the_device_is_not_read_back_to_check_it():
+    """A replayed graph's inputs (scheduler/graph_replay.py) were checked on the host as they
+    were uploaded; Load must not read them back (on a GPU, a synchronisation inside a capture)."""
+    from flexflow.ops.box import Box
+    from flexflow.ops.graph import Graph
+    from flexflow.scheduler.store import DeviceStore
+
+    class OnTheDevice:
+        """A batch as a device's array: sliced and taken by the array module, not NumPy's."""
+
+        shape = (2, 3)
+
+        def __getitem__(self, index):
+            return self
+
+        def __array__(self, dtype=None, copy=None):
+            return fed
+
+    def refuse(part):
+        raise AssertionError("a device's batch was read back")
+    box = Box(((0, 2), (0, 3)))
+    fed = np.ones((2, 3), np.float32)
+    context = actions.Context(Graph(), fed_checks={0: refuse})
+    load = actions.Load(0, box)
+    store = DeviceStore(0, np)
+    device_batch = OnTheDevice()
+    load.run(store, context.at(actions.IterationState(feeds={0: device_batch})), {})
+    with pytest.raises(AssertionError, match="read back"):
+        load.run(store, context.at(actions.IterationState(feeds={0: fed})), {})
