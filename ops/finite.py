@@ -32,4 +32,4 @@ def nonfinite_flag(xp, array):
     torch = aten.torch
     least, greatest = aten.tensor(array).aminmax()
     flag = torch.nan_to_num(least.mul(0).add_(greatest, alpha=0), nan=1.0)
-    return flag if flag.dtype == torch.float32 else flag.float()
+    return flag.float()  # (itself where it is float32 already)

@@ -301,8 +301,9 @@ class Update(Action):
     flexflow/nonfinite.py) a gradient holding a NaN or Inf is not applied, leaving the weight
     and its optimizer state as they were, and its weight key is reported in the metrics
     instead (on the vendor kernels the device decides: the fused optimizer skips the update,
-    and its `Verdict` is read with the iteration's metrics). A guarded box cut into several shards is applied whole or not at all: each
-    shard's sum is tested by its `CheckShard`, and the update waits for all their `verdicts`."""
+    and its `Verdict` is read with the iteration's metrics). A guarded box cut into several
+    shards is applied whole or not at all: each shard's sum is tested by its `CheckShard`, and
+    the update waits for all their `verdicts`."""
 
     key: WeightKey
     shard: Box

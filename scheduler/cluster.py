@@ -388,7 +388,6 @@ def _transport(tls: bool) -> dict:
     carry GPU memory, so what the devices send each other goes from GPU to GPU
     (scheduler/parcels.py); TCP or TLS copy it through the host. UCX does not encrypt, so a
     cluster with TLS keeps TLS."""
-    import importlib.util
     if tls or importlib.util.find_spec("distributed_ucxx") is None:
         return {}
     return {"protocol": "ucxx"}

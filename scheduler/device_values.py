@@ -24,8 +24,8 @@ class Verdict:
     flag: Any  # a 0-d tensor on the device
 
 
-def on_device(value) -> bool:
-    """Whether `value` is a device's array or tensor rather than a host number."""
+def _unread(value) -> bool:
+    """Whether `value` is still a device's array or tensor (not yet a host number)."""
     return not isinstance(value, (int, float, str, tuple, list, type(None))) and \
         not type(value).__module__.startswith("numpy")
 
@@ -47,6 +47,12 @@ def on_host(records: list, xp) -> list:
     return records
 
 
+def to_host(array) -> Any:
+    """A numpy view or copy of a device array (cupy arrays have `.get()`)."""
+    get = getattr(array, "get", None)
+    return get() if get is not None else array
+
+
 def _integral(value) -> bool:
     dtype = value.dtype
     return not dtype.is_floating_point if hasattr(dtype, "is_floating_point") else \
@@ -57,7 +63,7 @@ def _device_fields(record):
     if isinstance(record, Verdict):
         return [(None, record.flag)]
     if isinstance(record, dict):
-        return [(name, value) for name, value in record.items() if on_device(value)]
+        return [(name, value) for name, value in record.items() if _unread(value)]
     return []
 
 

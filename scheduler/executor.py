@@ -18,7 +18,7 @@ from ..ops.box import Box
 from . import allocator
 from .actions import Context, IterationState, run_timed
 from .collectives import LocalHub
-from .device_values import on_host
+from .device_values import on_host, to_host
 from .feeds import host_batches
 from .fusion import Group, fuse
 from .graph_replay import Replayer, rule_replays
@@ -297,7 +297,7 @@ def _store_set_weights(store: DeviceStore, pieces) -> None:
 
 
 def _store_get_weights(store: DeviceStore, keys: list[WeightKey]):
-    return [_to_host(store.weights[key]) for key in keys]
+    return [to_host(store.weights[key]) for key in keys]
 
 
 def _store_set_opt_states(store: DeviceStore, pieces) -> None:
@@ -310,36 +310,30 @@ def _store_set_opt_states(store: DeviceStore, pieces) -> None:
 
 
 def _store_get_opt_states(store: DeviceStore, keys: list[WeightKey]):
-    return [{name: _to_host(array) for name, array in store.opt_state[key].items()}
+    return [{name: to_host(array) for name, array in store.opt_state[key].items()}
             if key in store.opt_state else None for key in keys]
 
 
 def _store_get_weight_grad(store: DeviceStore, key: WeightKey):
     grad = store.weight_grads.get(key)
-    return None if grad is None else _to_host(grad)
+    return None if grad is None else to_host(grad)
 
 
 def _store_values(store: DeviceStore, tensor: int):
     if not store.held(VALUE, tensor):
         raise Released(VALUE, tensor)
-    return [(box, _to_host(a)) for box, a in store.values.get(tensor, ())]
+    return [(box, to_host(a)) for box, a in store.values.get(tensor, ())]
 
 
 def _store_grads(store: DeviceStore, tensor: int):
     if not store.held(GRAD, tensor):
         raise Released(GRAD, tensor)
-    return [(box, _to_host(a)) for box, a in store.grads.get(tensor, ())]
+    return [(box, to_host(a)) for box, a in store.grads.get(tensor, ())]
 
 
 def _box_of(array, box: Box):
     """The float32 contents of `box` of a whole host array."""
     return numpy.ascontiguousarray(array[box.relative_to(Box.full(array.shape))], numpy.float32)
-
-
-def _to_host(array) -> Any:
-    """A numpy view or copy of a device array (cupy arrays have `.get()`)."""
-    get = getattr(array, "get", None)
-    return get() if get is not None else array
 
 
 _READS = frozenset((_store_get_weights, _store_get_opt_states, _store_get_weight_grad,

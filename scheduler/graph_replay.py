@@ -26,7 +26,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..ops import vendor
 from ..ops.optimizers import SGD
+from .device_values import on_host, to_host
 from .feeds import host_batches
 
 RTOL, ATOL = 1e-5, 1e-6  # replayed against plain: the same kernels, in the same order
@@ -54,7 +56,6 @@ class CudaGraphs:
 
 def reason_not_to_replay(graph, num_devices: int, xp, optimizer) -> str | None:
     """Why this model's steps cannot be replayed, or None where they can."""
-    from ..ops import vendor
     if num_devices != 1:
         return "more than one device"
     if vendor.holds_host_arrays(xp) or vendor.aten(xp) is None:
@@ -151,7 +152,6 @@ def _restore_state(store, state: dict) -> None:
 
 def _difference(xp, expected: list, got: list, after: dict, replayed: dict) -> str | None:
     """Where the replayed step's metrics or state differ from the plain step's (None: none)."""
-    from .device_values import on_host
     plain, replay = on_host(list(expected), xp), on_host(list(got), xp)
     if [r and sorted(r) for r in plain] != [r and sorted(r) for r in replay]:
         return "its metric records are not the plain step's"
@@ -169,5 +169,4 @@ def _difference(xp, expected: list, got: list, after: dict, replayed: dict) -> s
 
 
 def _close(a, b) -> bool:
-    host = [x.get() if hasattr(x, "get") else x for x in (a, b)]
-    return bool(np.allclose(host[0], host[1], RTOL, ATOL))
+    return bool(np.allclose(to_host(a), to_host(b), RTOL, ATOL))
