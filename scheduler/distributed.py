@@ -143,6 +143,14 @@ async def _time_collectives(model_id: str, workers: list[str], sizes: tuple[int,
                                    tuple(range(len(workers))), sizes, runs)
 
 
+async def _time_amid_work(model_id: str, workers: list[str], make_work, runs: int,
+                          dask_worker=None) -> float:
+    device = workers.index(dask_worker.address)
+    communicator = _MODELS[(model_id, device)].store.communicator
+    return await asyncio.to_thread(process_groups.time_amid_work, communicator,
+                                   tuple(range(len(workers))), make_work, runs)
+
+
 def collective_groups(taskgraph: TaskGraph) -> set[process_groups.Group]:
     """The process groups the task graph's collectives run on: buckets' sums, and partials'
     collectives on groups of their own."""
@@ -285,6 +293,14 @@ class DaskExecutor(Executor):
                                  self.model_id, list(self.workers), sizes, runs)
         return {name: max(each[name] for each in timed.values())
                 for name in next(iter(timed.values()))}
+
+    def time_amid_work(self, make_work, runs: int) -> float:
+        """The ms a small sum over all devices costs after each computed `make_work()`'s
+        work (`process_groups.time_amid_work`), as the slowest device timed it."""
+        timed = self._on_workers(self.workers, "timing the collectives amid work",
+                                 _time_amid_work, self.model_id, list(self.workers), make_work,
+                                 runs)
+        return max(timed.values())
 
     def _form_groups(self, groups: list[process_groups.Group]) -> None:
         """The workers' torch.distributed process groups for the buckets' sums

@@ -37,6 +37,7 @@ from typing import Any, Callable
 from .push import POLL_S, Cancelled
 
 TIMEOUT = datetime.timedelta(minutes=30)  # torch.distributed's default
+AMID_WORK_ROUNDS = 8  # bursts of work, each then a sum, per block that `time_amid_work` times
 _STORES: dict[str, Any] = {}        # model id -> the TCPStore this worker serves (first device)
 _MEMBERSHIPS: dict[tuple[str, int], "TorchCommunicator"] = {}  # (model id, device)
 
@@ -147,6 +148,39 @@ def time_collectives(communicator: "TorchCommunicator", members: tuple[int, ...]
             times.append((time.perf_counter() - start) * 1e3)
         medians[nbytes] = statistics.median(times[1:])
     return medians
+
+
+def time_amid_work(communicator: "TorchCommunicator", members: tuple[int, ...],
+                   make_work: Callable[[], Callable[[], None]], runs: int,
+                   rounds: int = AMID_WORK_ROUNDS) -> float:
+    """The ms a small sum over `members` really costs where, as in an iteration, every member
+    computes before it: `rounds` bursts of `make_work()`'s work each followed by the sum, less
+    the same bursts back to back, per round (the median of `runs` such pairs, run on every
+    member at once). Members finish their work apart (a host shares its cores out in turns),
+    and the sum waits for the last; timed with every member idle, it does not."""
+    import statistics
+    import time
+
+    work = make_work()
+    array = communicator._xp.ones(1, "float32")
+
+    def sum_once():
+        communicator.launch("calibration", array, members)
+        communicator.result("calibration")
+    extra = []
+    for _ in range(runs + 1):
+        sum_once()  # the members start each block together
+        start = time.perf_counter()
+        for _ in range(rounds):
+            work()
+        alone = time.perf_counter() - start
+        sum_once()
+        start = time.perf_counter()
+        for _ in range(rounds):
+            work()
+            sum_once()
+        extra.append((time.perf_counter() - start - alone) * 1e3 / rounds)
+    return max(0.0, statistics.median(extra[1:]))
 
 
 @dataclass

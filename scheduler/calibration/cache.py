@@ -30,9 +30,9 @@ from .. import allocator
 from ..cluster import array_module
 
 CACHE_ENV = "FLEXFLOW_DASK_CACHE"
-CACHE_FORMAT = 6  # kernel times as multiples of the reference kernel timed next to each run,
-# and the bytes kernels keep allocated between calls
-CLUSTER_FORMAT = 14  # cluster files: overheads fitted to the simulator's model of the executor
+CACHE_FORMAT = 7  # kernel times as multiples of the reference kernel timed next to each run,
+# both warm, and the bytes kernels keep allocated between calls
+CLUSTER_FORMAT = 15  # cluster files: overheads fitted to the simulator's model of the executor
 MIN_TIMED_MS = 1e-6  # a nanosecond: no run calibration times (and divides by) is shorter
 
 

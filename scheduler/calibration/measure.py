@@ -26,7 +26,7 @@ from .cache import (CACHE_FORMAT, CLUSTER_FORMAT, MIN_TIMED_MS, Check, cache_dir
 from .fit import fit_overheads, theil_sen
 from .machines import LOCAL_BANDWIDTH, probe_machine
 from .probes import action_graph, interleaved_ms, probe_graph, ring_graph, star_graph
-from .runners import DaskRunner, LocalRunner
+from .runners import CollectiveTimes, DaskRunner, LocalRunner
 from .timing import reference_span_at
 
 PROBE_BYTES = 4 << 20
@@ -209,18 +209,20 @@ def _fitted_overheads(timings: _Timings, chain: Overheads, per_level: float,
     return replace(overheads, iteration=iteration + gap), fetch
 
 
-def collectives_fit(ms: dict[int, float] | None, devices: int) -> dict | None:
+def collectives_fit(times: CollectiveTimes | None, devices: int) -> dict | None:
     """The ring model of the collectives (`machine.Collectives`) from the times of a sum of the
-    two COLLECTIVE_BYTES sizes over `devices`: the slope in bytes gives the bandwidth (a sum
-    moves 2(n-1)/n of its bytes over each link), and the rest of the small one's time is its
-    2(n-1) steps' latency, put in the steps (so that a sum over fewer devices takes fewer);
-    None when they were not timed."""
-    if ms is None or devices < 2:
+    two COLLECTIVE_BYTES sizes over `devices` and of a small one amid work: the slope in bytes
+    gives the bandwidth (a sum moves 2(n-1)/n of its bytes over each link), and the latency is
+    the small one's time less its bytes', or its time amid work where that is longer (an
+    iteration's sums follow work), put in the 2(n-1) steps (so that a sum over fewer devices
+    takes fewer); None when they were not timed."""
+    if times is None or devices < 2:
         return None
+    ms = times.idle
     small, large = COLLECTIVE_BYTES
     share = 2 * (devices - 1) / devices
     bandwidth = max(share * (large - small) / max(ms[large] - ms[small], 1e-6), MIN_RATE)
-    latency = max(ms[small] - share * small / bandwidth, 0.0)
+    latency = max(ms[small] - share * small / bandwidth, times.amid_work, 0.0)
     return {"base": 0.0, "step": latency / (2 * (devices - 1)), "bandwidth_gbs": bandwidth / GB}
 
 

@@ -5,7 +5,8 @@ their devices, and time what only a real cluster has (raw task chains, submissio
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from functools import partial
+from typing import NamedTuple, Sequence
 
 import numpy
 
@@ -14,6 +15,15 @@ from .. import allocator
 from ..cluster import array_module, run_on, watched_gather, watched_wait, workers_now
 from ..executor import LocalExecutor
 from ..taskgraph import Task, TaskGraph, TaskKey
+from .timing import reference_work
+
+
+class CollectiveTimes(NamedTuple):
+    """What calibration times of a cluster's collectives (ms): a sum of each size with every
+    member idle but for it, and a small one amid work (the latency an iteration's sums see)."""
+
+    idle: dict[int, float]
+    amid_work: float
 
 
 def _noop(*args) -> None:
@@ -109,16 +119,19 @@ class DaskRunner:
         return DaskExecutor(taskgraph, ctx or A.Context(None), self.client, self.workers,
                             self.cpu_only, collectives=collectives)
 
-    def collectives_ms(self, sizes: tuple[int, ...], runs: int) -> dict[int, float] | None:
+    def collectives_ms(self, sizes: tuple[int, ...], runs: int) -> CollectiveTimes | None:
         """The median ms of an all-reduce of each of `sizes` bytes over all the devices, on
-        their torch.distributed process group; None where a worker has no torch.distributed."""
+        their torch.distributed process group, and of a small one amid the reference kernel's
+        work; None where a worker has no torch.distributed."""
         from .. import process_groups
         if not all(run_on(self.client, self.workers, "calibration",
                           process_groups.available).values()):
             return None
         executor = self.executor(collectives_graph(self.num_devices), collectives=True)
         try:
-            return executor.time_collectives(sizes, runs)
+            return CollectiveTimes(executor.time_collectives(sizes, runs),
+                                   executor.time_amid_work(partial(reference_work, self.cpu_only),
+                                                           runs))
         finally:
             executor.close()
 

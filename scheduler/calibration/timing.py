@@ -55,12 +55,16 @@ def _median_ms(fn: Callable[[], Any], sync: Callable[[], None]) -> tuple[float, 
 def _median_ratio(fn: Callable[[], Any], reference: Callable[[], None],
                   sync: Callable[[], None]) -> tuple[float, Any]:
     """(median over runs of `fn`'s time over the time of the `reference` run just before it,
-    `fn`'s result). `fn` runs once more, untimed, between the two: it is timed with its
-    operands in the caches, as when run back to back, not after the reference flushed them."""
+    `fn`'s result). Each is timed at its second run in a row, with its operands in the
+    caches: `fn` not after the reference flushed them, and the reference not after `fn` did,
+    as `reference_ms` times it when the ratio is turned back into milliseconds (timed
+    straight after `fn`, the reference is slower, and every ratio would come out small)."""
     result = _warmed_up(fn, sync)
     ratios: list[float] = []
     spent = 0.0
     while len(ratios) < REPEATS and spent < BUDGET_MS:
+        reference()
+        sync()
         reference_time = _timed_ms(reference, sync)
         fn()
         sync()
@@ -180,6 +184,19 @@ def reference_ms(cpu_only: bool = False) -> float:
     cached table follows the speed the device has now (a shared machine's load changes)."""
     xp = array_module(cpu_only)
     return _median_ms(_reference_mix(xp), synchronizer(xp))[0]
+
+
+def reference_work(cpu_only: bool = False) -> Callable[[], None]:
+    """One reference kernel run to its end, arrays made here: the work between collectives
+    that calibration times them amid (`process_groups.time_amid_work`)."""
+    xp = array_module(cpu_only)
+    sync = synchronizer(xp)
+    mix = _reference_mix(xp)
+
+    def work():
+        mix()
+        sync()
+    return work
 
 
 def reference_span_at(start: float, cpu_only: bool = False) -> tuple[float, float]:

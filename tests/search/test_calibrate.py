@@ -14,7 +14,8 @@ import warnings
 import pytest
 
 from flexflow.scheduler import calibration as C
-from flexflow.scheduler.calibration import cache, fit, kernels, machines, measure, probes, timing
+from flexflow.scheduler.calibration import (cache, fit, kernels, machines, measure, probes, runners,
+                                           timing)
 from flexflow.scheduler.costs import KernelCall
 
 
@@ -58,7 +59,7 @@ def test_a_kernel_is_timed_against_the_reference_run_next_to_it():
     def run_for(ms):
         def run():
             host["runs"] += 1
-            if host["runs"] > 4:  # warm-up, reference, untimed and timed kernel runs
+            if host["runs"] > 5:  # warm-up, reference twice, untimed and timed kernel runs
                 host["slowness"] = 3.0
             time.sleep(ms * host["slowness"] / 1e3)
             return "result"
@@ -66,6 +67,77 @@ def test_a_kernel_is_timed_against_the_reference_run_next_to_it():
     ratio, result = timing._median_ratio(run_for(8.0), run_for(4.0), lambda: None)
     assert result == "result"
     assert ratio == pytest.approx(2.0, rel=0.15)
+
+
+def test_the_reference_is_timed_warm_as_it_is_when_the_table_is_read():
+    """A reference run straight after the kernel takes twice as long (the kernel flushed its
+    operands from the caches); back to back, as `reference_ms` times it, it takes 4 ms: the
+    kernel of 8 ms is stored as twice the reference, not as once."""
+    import time
+    last = {"ran": None}
+
+    def kernel():
+        last["ran"] = "kernel"
+        time.sleep(8e-3)
+
+    def reference():
+        time.sleep((8e-3 if last["ran"] == "kernel" else 4e-3))
+        last["ran"] = "reference"
+    ratio, _ = timing._median_ratio(kernel, reference, lambda: None)
+    assert ratio == pytest.approx(2.0, rel=0.15)
+
+
+class _FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+
+class _FakeCommunicator:
+    """A sum that takes `idle_ms` when every member is there, and `late_ms` more after work
+    (the last member arrives late); time runs on `clock`."""
+
+    def __init__(self, clock, idle_ms, late_ms):
+        import numpy
+        self._xp, self.clock, self.idle_ms, self.late_ms = numpy, clock, idle_ms, late_ms
+        self.after_work = False
+
+    def launch(self, key, array, members, gather=False, partials=False):
+        self.clock.now += (self.idle_ms + (self.late_ms if self.after_work else 0.0)) / 1e3
+        self.after_work = False
+
+    def result(self, key):
+        return None
+
+
+def test_a_sum_amid_work_costs_what_the_last_member_makes_the_others_wait(monkeypatch):
+    import time as time_module
+
+    from flexflow.scheduler import process_groups
+    clock = _FakeClock()
+    monkeypatch.setattr(time_module, "perf_counter", clock.perf_counter)
+    communicator = _FakeCommunicator(clock, idle_ms=0.25, late_ms=3.0)
+
+    def make_work():
+        def work():
+            clock.now += 5e-3
+            communicator.after_work = True
+        return work
+    ms = process_groups.time_amid_work(communicator, (0, 1), make_work, runs=3)
+    assert ms == pytest.approx(3.25)
+
+
+def test_the_collectives_latency_is_the_longer_of_idle_and_amid_work():
+    small, large = measure.COLLECTIVE_BYTES
+    idle = {small: 0.2, large: 0.2 + large / 1e6}  # 1 GB/s... of the 2(n-1)/n share
+    amid = measure.collectives_fit(runners.CollectiveTimes(idle, 3.0), 4)
+    assert amid["step"] * 2 * 3 == pytest.approx(3.0)
+    quiet = measure.collectives_fit(runners.CollectiveTimes(idle, 0.05), 4)
+    assert quiet["step"] * 2 * 3 == pytest.approx(0.2, rel=0.01)
+    assert amid["bandwidth_gbs"] == quiet["bandwidth_gbs"]
+    assert measure.collectives_fit(None, 4) is None
 
 
 def test_worker_routes_share_each_workers_bandwidth():
