@@ -1,6 +1,7 @@
 """PyTorch DistributedDataParallel on this host: `devices` processes of one thread each, joined
 by the gloo backend over loopback, each training its share (batch / devices samples) of one
-global batch of a torch twin (bench/torch_twins.py).
+global batch of a torch twin (bench/torch_twins.py), its batch norms per replica as DDP's, or
+with `sync_bn` over the global batch (bench/torch_sync_bn.py).
 
 The ranks are spawned processes: if one fails, torch.multiprocessing ends the others and
 raises here; the process group is destroyed on every way out of a rank."""
@@ -20,14 +21,19 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _rank(rank: int, devices: int, name: str, batch: int, warmup: int, steps: int, results):
+def _rank(rank: int, devices: int, name: str, batch: int, warmup: int, steps: int, sync_bn: bool,
+          results):
     """One rank's run; rank 0 puts the global samples/s into `results`."""
     import torch
     import torch.distributed as dist
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=devices)
     try:
-        net = torch.nn.parallel.DistributedDataParallel(torch_twins.module(name))
+        net = torch_twins.module(name)
+        if sync_bn:
+            import torch_sync_bn
+            net = torch_sync_bn.synchronized(net)
+        net = torch.nn.parallel.DistributedDataParallel(net)
         share = batch // devices
         images, labels = torch_twins.cifar_batch(batch)
         step = torch_twins.sgd_step(net, images[rank * share:(rank + 1) * share],
@@ -41,7 +47,8 @@ def _rank(rank: int, devices: int, name: str, batch: int, warmup: int, steps: in
         dist.destroy_process_group()
 
 
-def samples_per_second(name: str, batch: int, devices: int, warmup: int, steps: int) -> float:
+def samples_per_second(name: str, batch: int, devices: int, warmup: int, steps: int,
+                       sync_bn: bool = False) -> float:
     """Global samples/s of `steps` DDP steps of network `name`, after `warmup` steps; the
     time is from a barrier before the first step to a barrier after the last."""
     import torch.distributed as dist
@@ -53,6 +60,6 @@ def samples_per_second(name: str, batch: int, devices: int, warmup: int, steps: 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
                       GLOO_SOCKET_IFNAME="lo")
     results = mp.get_context("spawn").SimpleQueue()
-    mp.spawn(_rank, args=(devices, name, batch, warmup, steps, results), nprocs=devices,
-             join=True)
+    mp.spawn(_rank, args=(devices, name, batch, warmup, steps, sync_bn, results),
+             nprocs=devices, join=True)
     return results.get()

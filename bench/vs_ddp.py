@@ -11,6 +11,8 @@ statistics, ours by the whole batch's (exact, reduced across devices; see torch_
     pytorch-eager     1 process, N threads
     pytorch-ddp       DistributedDataParallel, gloo over loopback: N processes x 1 thread, each
                       training batch / N samples; the time runs from a barrier to a barrier
+    pytorch-ddp-sync-bn  the same with batch norm over the global batch, as ours by default
+                      (bench/torch_sync_bn.py: nn.SyncBatchNorm runs on GPUs only)
     ours-in-process   FFModel on one device in its own process, N threads for the vendor kernels
     ours-dp           FFModel data parallel on a local cluster of N single-threaded workers
                       (batch norm's statistics exact, over the whole batch)
@@ -33,8 +35,8 @@ when it finishes, fails or is interrupted.
 
     python bench/vs_ddp.py [--rounds 5] [--steps 5] [--warmup 2] [--batch 64] [--devices 2]
                            [--budget 1000] [--models cifar10_cnn alexnet_cifar resnet14_cifar]
-                           [--systems pytorch-eager pytorch-ddp ours-in-process ours-dp
-                            ours-dp-ddp-bn ours-searched]
+                           [--systems pytorch-eager pytorch-ddp pytorch-ddp-sync-bn
+                            ours-in-process ours-dp ours-dp-ddp-bn ours-searched]
 """
 
 from __future__ import annotations
@@ -71,8 +73,9 @@ def _pytorch_eager(args, name: str) -> float:
     return args.steps * args.batch / torch_twins.seconds(step, args.steps)
 
 
-def _pytorch_ddp(args, name: str) -> float:
-    return torch_ddp.samples_per_second(name, args.batch, args.devices, args.warmup, args.steps)
+def _pytorch_ddp(args, name: str, sync_bn: bool = False) -> float:
+    return torch_ddp.samples_per_second(name, args.batch, args.devices, args.warmup, args.steps,
+                                        sync_bn)
 
 
 def _ours(args, name: str, argv: list[str]) -> float:
@@ -132,6 +135,9 @@ class System(NamedTuple):
 SYSTEMS = {
     "pytorch-eager": System(_pytorch_eager, False, "1 process x {n} threads"),
     "pytorch-ddp": System(_pytorch_ddp, True, "{n} processes x 1 thread (gloo)"),
+    "pytorch-ddp-sync-bn": System(
+        lambda args, name: _pytorch_ddp(args, name, sync_bn=True), True,
+        "{n} processes x 1 thread (gloo), batch norm over the global batch as ours"),
     "ours-in-process": System(lambda args, name: _ours(args, name, []), False,
                               "1 process x {n} threads (vendor kernels)"),
     "ours-dp": System(lambda args, name: _ours_on_cluster(args, name, []), True,
@@ -214,9 +220,11 @@ def report(args, name: str, figures: dict[str, list[float]]) -> None:
           f"(higher is better)")
     for system, median in medians.items():
         ratios = "".join(f"  {median / medians[base]:5.2f}x {label}"
-                         for base, label in (("pytorch-ddp", "DDP"), ("pytorch-eager", "eager"))
+                         for base, label in (("pytorch-ddp", "DDP"),
+                                             ("pytorch-ddp-sync-bn", "DDP sync BN"),
+                                             ("pytorch-eager", "eager"))
                          if base in medians)
-        print(f"  {system:15s} {median:8.1f}{ratios}")
+        print(f"  {system:19s} {median:8.1f}{ratios}")
 
 
 def host_now() -> str:

@@ -67,3 +67,53 @@ def test_resnet14_cifar_has_13_batch_norms_in_both_frameworks(vs_ddp):
     theirs = sum(isinstance(m, torch.nn.BatchNorm2d)
                  for m in torch_twins.module("resnet14_cifar").modules())
     assert ours == theirs == 13
+
+
+def _sync_bn_rank(rank: int, port: int, results) -> None:
+    """Rank `rank` of 2: its half of a batch through the synchronized batch norm, against
+    nn.BatchNorm2d over the whole batch in this process."""
+    import torch_sync_bn
+
+    import torch.distributed as dist
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        generator = torch.Generator().manual_seed(0)
+        x = torch.randn(8, 3, 5, 5, generator=generator) * 3 + 1
+        upstream = torch.randn(8, 3, 5, 5, generator=generator)
+        whole = torch.nn.BatchNorm2d(3)
+        with torch.no_grad():
+            whole.weight.copy_(torch.tensor([0.5, 2.0, -1.0]))
+            whole.bias.copy_(torch.tensor([0.1, 0.0, 0.3]))
+        mine = torch_sync_bn.synchronized(torch.nn.Sequential(torch.nn.BatchNorm2d(3)))
+        mine.load_state_dict({f"0.{k}": v for k, v in whole.state_dict().items()})
+        x_whole = x.clone().requires_grad_()
+        y_whole = whole(x_whole)
+        (y_whole * upstream).sum().backward()
+        half = slice(4 * rank, 4 * rank + 4)
+        x_half = x[half].clone().requires_grad_()
+        y_half = mine(x_half)
+        (y_half * upstream[half]).sum().backward()
+        grads = torch.cat([mine[0].weight.grad, mine[0].bias.grad])
+        dist.all_reduce(grads)  # DDP sums (then averages) the replicas' weight gradients
+        results.put((rank, float((y_half - y_whole[half]).abs().max()),
+                     float((x_half.grad - x_whole.grad[half]).abs().max()),
+                     float((grads - torch.cat([whole.weight.grad, whole.bias.grad])).abs().max()),
+                     float((mine[0].running_var - whole.running_var).abs().max())))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_the_ddp_baselines_synchronized_batch_norm_is_batch_norm_over_the_whole_batch(vs_ddp):
+    """Two gloo ranks with half a batch each give nn.BatchNorm2d's output, input gradient,
+    summed weight gradients and running variance over the whole batch."""
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("this torch has no gloo backend")
+    import torch_ddp
+    results = mp.get_context("spawn").SimpleQueue()
+    mp.spawn(_sync_bn_rank, args=(torch_ddp.free_port(), results), nprocs=2, join=True)
+    for _ in range(2):
+        rank, *errors = results.get()
+        assert max(errors) < 1e-5, (rank, errors)
