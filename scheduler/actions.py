@@ -100,6 +100,9 @@ def _combined(store, op, layer: int, phase: str, group: tuple[int, ...]):
     return op.combine(store.xp, [store.partials[(layer, phase, q)] for q in group], phase)
 
 
+RECOMPUTE = "recompute in backward"  # what a recomputed forward keeps in place of its saved
+
+
 @dataclass(frozen=True)
 class Forward(Action):
     """One partition of a layer's forward: reads its input boxes and weights, writes its output
@@ -111,6 +114,7 @@ class Forward(Action):
     in_boxes: tuple[Box, ...]
     weight_keys: tuple[WeightKey, ...]
     group: tuple[int, ...] = ()  # partitions whose partials this one combines
+    recompute: bool = False  # keep nothing for backward, which runs this forward again
 
     def operands(self, store, ctx):
         layer = ctx.graph.layers[self.layer]
@@ -132,7 +136,19 @@ class Forward(Action):
         ys, saved = layer.op.forward(store.xp, xs, ws, part)
         for tensor, box, y in zip(layer.outputs, self.out_boxes, ys):
             store.put(tensor, box, y)
-        store.saved[(self.layer, self.part)] = (saved, part, self)
+        # (a recomputed forward keeps its Part: the same seed and combined statistics again)
+        store.saved[(self.layer, self.part)] = (RECOMPUTE if self.recompute else saved, part,
+                                                self)
+
+    def recomputed(self, store, ctx, part: Part):
+        """What this forward keeps for backward, made again from its inputs (still held: the
+        backward reads them, `last_use.reads`) with its first run's `part`; the buffers it
+        updates in place (batch norm's running statistics) are copies, so they move once."""
+        layer = ctx.graph.layers[self.layer]
+        xs = [store.read(t, b) for t, b in zip(layer.inputs, self.in_boxes)]
+        ws = [store.weights[k] if spec.trainable else store.xp.array(store.weights[k])
+              for k, spec in zip(self.weight_keys, layer.weights)]
+        return layer.op.forward(store.xp, xs, ws, part)[1]
 
 
 @dataclass(frozen=True)
@@ -157,6 +173,9 @@ class BackwardPartial(Action):
     def run(self, store, ctx, out):
         layer = ctx.graph.layers[self.layer]
         saved, part, fwd = store.saved[(self.layer, self.part)]
+        if saved is RECOMPUTE:  # made again here, for the backward that follows too
+            saved = fwd.recomputed(store, ctx, part)
+            store.saved[(self.layer, self.part)] = (saved, part, fwd)
         dys = [store.read_grad(t, b) for t, b in zip(layer.outputs, fwd.out_boxes)]
         store.partials[(self.layer, "backward", self.part)] = \
             layer.op.backward_partial(store.xp, dys, saved, part)
@@ -184,10 +203,13 @@ class Backward(Action):
     layer: int
     part: int
     group: tuple[int, ...] = ()
+    recompute: bool = False  # its forward kept nothing: run it again first
 
     def run(self, store, ctx, out):
         layer = ctx.graph.layers[self.layer]
         saved, part, fwd = store.saved.pop((self.layer, self.part))
+        if saved is RECOMPUTE:
+            saved = fwd.recomputed(store, ctx, part)
         dys = [store.read_grad(t, b) for t, b in zip(layer.outputs, fwd.out_boxes)]
         if self.group:
             part = replace(part, reduced=_combined(store, layer.op, self.layer, "backward",

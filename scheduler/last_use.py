@@ -48,7 +48,10 @@ def reads(action: A.Action, graph: Graph) -> tuple[tuple[int, ...], tuple[int, .
         return graph.layers[action.layer].inputs, ()
     if kind is A.ForwardPartial:
         return graph.layers[action.forward.layer].inputs, ()
-    if kind is A.Backward or kind is A.BackwardPartial:
+    if kind is A.Backward:  # a recomputing one runs the layer's forward again first
+        return (graph.layers[action.layer].inputs if action.recompute else (),
+                graph.layers[action.layer].outputs)
+    if kind is A.BackwardPartial:
         return (), graph.layers[action.layer].outputs
     if kind is A.Loss:
         return (action.output, action.label), ()

@@ -25,6 +25,9 @@ class StrategyError(ValueError):
 class ParallelConfig:
     degrees: tuple[int, ...]  # parts per output dim, batch-first
     devices: tuple[int, ...]  # device of each partition, in partition order
+    # activation recomputation: the forward keeps only its inputs, and backward runs it again
+    # for what it would have kept (less memory held from forward to backward, one more forward)
+    recompute: bool = False
 
     @property
     def num_parts(self) -> int:

@@ -246,7 +246,8 @@ class TaskGraphBuilder:
                              for i, s in enumerate(in_specs))
             weight_keys = tuple((layer.weight_owner, k, layer.op.weight_box(box, in_specs, k))
                                 for k in range(len(layer.weights)))
-            action = A.Forward(index, p, out_boxes, in_boxes, weight_keys, groups[p])
+            action = A.Forward(index, p, out_boxes, in_boxes, weight_keys, groups[p],
+                               config.recompute)
             parts.append(Partition(action, device, TaskKey(layer.name, "forward", p, "forward")))
         return tuple(parts)
 
@@ -420,7 +421,7 @@ class TaskGraphBuilder:
             deps = grad_deps[p] + _partials(w, layer, "backward", part.action.group,
                                             part.device, parts)
             w.add(TaskKey(layer.name, "backward", p, "backward"), part.device, "backward",
-                  A.Backward(layer.index, p, part.action.group), deps)
+                  A.Backward(layer.index, p, part.action.group, part.action.recompute), deps)
         return w.segment(key)
 
     # ---- update ---------------------------------------------------------------------------------
