@@ -105,6 +105,8 @@ FLAGS = (
       "the search may split layers' other dims"),
     F(("--enable-sample-parallel",), "enable_sample_parallel", None, True,
       "the search may split the batch"),
+    F(("--enable-recomputation",), "enable_recomputation", None, False,
+      "the search may recompute layers' forward in backward (ours)"),
     F(("-ll:gpu",), "workers_per_node", _positive_int, 0, "devices per node"),
     F(("-ll:cpu",), "cpus_per_node", _non_negative_int, 0, "CPUs per node"),
     F(("-ll:fsize",), "device_memory_mb", _size_mb, 0, "MB of memory per GPU"),

@@ -169,10 +169,8 @@ class KernelCalls:
             return [self.op_call(action, "forward")]
         if isinstance(action, A.ForwardPartial):
             return [self.op_call(action.forward, "forward_partial")]
-        if isinstance(action, A.Backward):
-            return [self.op_call(forward_of(action.layer, action.part), "backward")]
-        if isinstance(action, A.BackwardPartial):
-            return [self.op_call(forward_of(action.layer, action.part), "backward_partial")]
+        if isinstance(action, A.Backward) or isinstance(action, A.BackwardPartial):
+            return self._backward_calls(action, forward_of(action.layer, action.part))
         if isinstance(action, A.Loss):
             return [self.loss_call(action)]
         if isinstance(action, A.Update):
@@ -180,6 +178,16 @@ class KernelCalls:
         if isinstance(action, A.CheckShard):
             return [self.check_call(action.shard.shape)]
         return []
+
+
+    def _backward_calls(self, action: A.Action, forward: A.Forward) -> list[KernelCall]:
+        """A backward's or backward partial's call, after its forward's where it runs that again
+        (a recomputed layer's first backward action: the partial where there is one)."""
+        partial = isinstance(action, A.BackwardPartial)
+        calls = [self.op_call(forward, "backward_partial" if partial else "backward")]
+        if forward.recompute and partial == bool(forward.group):
+            calls.insert(0, self.op_call(forward, "forward"))
+        return calls
 
 
 class TaskCoster:

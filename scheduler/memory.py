@@ -16,6 +16,11 @@ device, inclusive at both ends (what a task reads and what it makes exist at onc
 - a gradient piece from the backward that makes it (or the loss) to the backward of the tensor's
   producer, which reads it; a read that sums several pieces makes one more, for that backward.
 
+A recomputed layer (`ParallelConfig.recompute`) keeps its inputs to its backward, which reads
+them, and nothing else: what its forward would have kept beyond them (its kept outputs,
+`Kept.extra`) exists again at its backward only (the outputs made again besides are dropped
+before the backward's kernels make the gradients).
+
 A value or gradient sent to another device is an interval there too. Weights, their gradients
 and optimizer state (`weight_memory`) are held throughout. The peak is the largest sum of the
 intervals over positions (`peak`). Kernels' own scratch memory is not modelled.
@@ -27,6 +32,7 @@ from typing import Iterable
 
 import numpy
 
+from ..ops.base import Kept
 from ..ops.graph import Graph
 from . import actions as A
 from .shards import shards
@@ -51,7 +57,11 @@ class MemoryModel:
         self.readers = readers
         self.producer = {t.id: t.producer[0] for t in graph.tensors if t.producer is not None}
         self.kept = [self._kept(layer) for layer in graph.layers]
-        self.value_end = {t.id: self._value_end(t.id, objective) for t in graph.tensors}
+        # the layers whose recomputation moves a tensor's end: its readers and its producer
+        self._deciders = {t.id: tuple(readers.get(t.id, ())) + (
+            (self.producer[t.id],) if t.id in self.producer else ()) for t in graph.tensors}
+        self._recomputed_ends: dict[tuple, int] = {}
+        self.value_end = {t.id: self._value_end(t.id) for t in graph.tensors}
 
     def _kept(self, layer):
         if not self.training:
@@ -61,19 +71,37 @@ class MemoryModel:
     def backward_at(self, layer: int) -> int:
         return 2 * self.layers - layer
 
-    def _value_end(self, tensor: int, objective: Objective | None) -> int:
-        """The last position at which `tensor`'s value is held."""
+    def _kept_by(self, layer: int, recomputed: frozenset):
+        """What `layer`'s forward keeps for its backward: its inputs alone where recomputed."""
+        if layer in recomputed and self.training:
+            return Kept(inputs=tuple(range(len(self.graph.layers[layer].inputs))))
+        return self.kept[layer]
+
+    def value_end_of(self, tensor: int, parts_of) -> int:
+        """`value_end` under the strategy `parts_of` tells, where it recomputes layers."""
+        recomputed = frozenset(layer for layer in self._deciders[tensor]
+                               if parts_of(layer)[0].action.recompute)
+        if not recomputed:
+            return self.value_end[tensor]
+        key = (tensor, recomputed)
+        if key not in self._recomputed_ends:
+            self._recomputed_ends[key] = self._value_end(tensor, recomputed)
+        return self._recomputed_ends[key]
+
+    def _value_end(self, tensor: int, recomputed: frozenset = frozenset()) -> int:
+        """The last position at which `tensor`'s value is held, the layers `recomputed`."""
         readers = self.readers.get(tensor, [])
         if not readers:
             return self.end  # a model output, the label or an unread input
+        kept = {layer: self._kept_by(layer, recomputed) for layer in self._deciders[tensor]}
         keepers = [layer for layer in readers
-                   if self.kept[layer] is not None and any(
+                   if kept[layer] is not None and any(
                        self.graph.layers[layer].inputs[i] == tensor
-                       for i in self.kept[layer].inputs)]
+                       for i in kept[layer].inputs)]
         producer = self.producer.get(tensor)
-        if producer is not None and self.kept[producer] is not None and any(
+        if producer is not None and kept[producer] is not None and any(
                 self.graph.layers[producer].outputs[i] == tensor
-                for i in self.kept[producer].outputs):
+                for i in kept[producer].outputs):
             keepers.append(producer)
         if keepers:
             return self.backward_at(min(keepers))
@@ -92,20 +120,21 @@ class MemoryModel:
         if kind is A.Backward:
             return self._backward(task.device, action, parts_of(action.layer)[action.part].action)
         if kind is A.Load or kind is A.Fill:
-            return ((task.device, 0, self.value_end[action.tensor],
+            return ((task.device, 0, self.value_end_of(action.tensor, parts_of),
                      action.box.volume * self.itemsize[action.tensor]),)
         if kind is A.Loss:
             return ((task.device, self.layers, self._grad_end(action.grad_tensor),
                      action.box.volume * self.itemsize[action.output]),)
         if kind is A.Send:
-            return (self._sent_gradient(action) if action.grad else self._sent_value(action),)
+            return (self._sent_gradient(action) if action.grad
+                    else self._sent_value(action, parts_of),)
         return ()
 
     def _forward(self, device: int, action: A.Forward, parts_of) -> tuple[Interval, ...]:
         at, layer = action.layer, self.graph.layers[action.layer]
-        made = [(device, at, self.value_end[t], box.volume * self.itemsize[t])
+        made = [(device, at, self.value_end_of(t, parts_of), box.volume * self.itemsize[t])
                 for t, box in zip(layer.outputs, action.out_boxes)]
-        kept = self.kept[at]
+        kept = None if action.recompute else self.kept[at]
         if kept is not None and kept.extra:
             made.append((device, at, self.backward_at(at),
                          int(kept.extra * action.out_boxes[0].volume)))
@@ -129,7 +158,7 @@ class MemoryModel:
             return []
         nbytes = self.itemsize[tensor]
         made = [(device, at, self.backward_at(at) if keeps else at, box.volume * nbytes)]
-        dropped, end = max(self.readers[tensor]), self.value_end[tensor]
+        dropped, end = max(self.readers[tensor]), self.value_end_of(tensor, parts_of)
         local = 0  # of `box`, what this device's own partitions made
         for p in parts:
             inter = p.action.out_boxes[output].overlap(box) if p.device == device else None
@@ -149,11 +178,17 @@ class MemoryModel:
         for t, box in zip(layer.outputs, forward.out_boxes):
             if len(self.readers.get(t, ())) > 1:  # the pieces are summed into a new array
                 made.append((device, at, at, box.volume * self.itemsize[t]))
+        kept = self.kept[action.layer]
+        if action.recompute and kept is not None:  # what the forward keeps, made again
+            made += [(device, at, at, forward.out_boxes[i].volume * self.itemsize[t])
+                     for i, t in enumerate(layer.outputs) if i in kept.outputs]
+            if kept.extra:
+                made.append((device, at, at, int(kept.extra * forward.out_boxes[0].volume)))
         return tuple(made)
 
-    def _sent_value(self, action: A.Send) -> Interval:
+    def _sent_value(self, action: A.Send, parts_of) -> Interval:
         start = self.producer.get(action.tensor, 0)
-        return (action.dst, start, self.value_end[action.tensor],
+        return (action.dst, start, self.value_end_of(action.tensor, parts_of),
                 action.box.volume * self.itemsize[action.tensor])
 
     def _sent_gradient(self, action: A.Send) -> Interval:

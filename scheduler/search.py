@@ -4,14 +4,20 @@ A proposal picks a random layer and gives it a random configuration: a degree fo
 its operator declares splittable, of a kind the flags enable (sample always; parameter with
 `--enable-parameter-parallel`; attribute with `--enable-attribute-parallel`), dividing the dim,
 with at most as many parts as devices; the parts go to a contiguous block of devices starting
-anywhere (operator placement). Picking the last layer proposes no change (FlexFlow's rule; the
+anywhere (operator placement); with `--enable-recomputation`, recomputation or not, at even odds
+(the simulator costs the second forward, and the memory it saves counts through the memory
+penalty). Picking the last layer proposes no change (FlexFlow's rule; the
 loss reads its output whole per sample). A proposal slower than the current strategy by
 `delta` ms is accepted with probability exp(-alpha * delta); every budget/100 proposals the
 search returns to the best strategy so far. `budget + 1` proposals are scored, as in FlexFlow.
+Beyond FlexFlow's memory penalty (1 ms per MB over), a strategy over some device's memory never
+replaces one that fits, as the current or the best strategy, and one that fits always replaces
+one that does not: once the search has found a strategy within the memory limit, it returns one.
 
 The search starts from the best of its initial candidates: data parallelism, the imported
-strategy if any, and (when parameter parallelism is enabled, since it uses it) the "one weird
-trick": data-parallel convolutions, dense layers split by output features over all devices.
+strategy if any, (when parameter parallelism is enabled, since it uses it) the "one weird
+trick": data-parallel convolutions, dense layers split by output features over all devices, and
+(when recomputation is enabled) data parallelism recomputing every layer.
 Random choices come from one `random.Random(seed)`, so a seed gives one result.
 """
 
@@ -23,7 +29,7 @@ import random
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import product
 from typing import Callable
 
@@ -45,6 +51,7 @@ class SearchOptions:
     enable_attribute_parallel: bool = False
     seed: int = 0
     delta: bool = True  # delta simulation (False: rebuild every proposal, for comparison)
+    enable_recomputation: bool = False  # proposals may recompute a layer's forward in backward
 
     def kinds(self) -> set[DimKind]:
         kinds = set()
@@ -73,6 +80,7 @@ class SearchSpace:
         self.graph = graph
         self.num_devices = num_devices
         self.kinds = options.kinds()
+        self.recomputation = options.enable_recomputation
         self._degrees: dict[int, list[tuple[int, ...]]] = {}
 
     def degrees(self, layer: Layer) -> list[tuple[int, ...]]:
@@ -88,10 +96,14 @@ class SearchSpace:
         return self._degrees[layer.index]
 
     def random_config(self, layer: Layer, rng: random.Random) -> ParallelConfig:
+        """Degrees, a block of devices and, where enabled, recomputation (a coin each; the
+        coin is not drawn otherwise, so a seed's proposals stay those of the version
+        before)."""
         degrees = rng.choice(self.degrees(layer))
         parts = math.prod(degrees)
         start = rng.randrange(self.num_devices - parts + 1)
-        return ParallelConfig(degrees, tuple(range(start, start + parts)))
+        recompute = self.recomputation and rng.random() < 0.5
+        return ParallelConfig(degrees, tuple(range(start, start + parts)), recompute)
 
     def configs(self, layer: Layer) -> list[ParallelConfig]:
         """One configuration per degree tuple (on the first devices): what calibration times."""
@@ -115,14 +127,35 @@ def one_weird_trick(graph: Graph, num_devices: int) -> dict[str, ParallelConfig]
 
 def initial_candidates(graph: Graph, num_devices: int, options: SearchOptions,
                        imported: Strategy | None = None) -> dict[str, Strategy]:
-    """The strategies the search starts from, by name: data parallelism, the imported strategy
-    and, when parameter parallelism is allowed, the "one weird trick"."""
+    """The strategies the search starts from, by name: data parallelism, the imported strategy,
+    when parameter parallelism is allowed the "one weird trick", and when recomputation is
+    allowed data parallelism recomputing every layer (what fits where data parallelism does
+    not, if anything of this shape does)."""
     candidates = {"data parallel": data_parallel_strategy(graph, num_devices)}
     if imported is not None:
         candidates["imported"] = dict(imported)
     if options.enable_parameter_parallel:
         candidates["one weird trick"] = one_weird_trick(graph, num_devices)
+    if options.enable_recomputation:
+        candidates["data parallel, recomputed"] = {
+            name: replace(config, recompute=True)
+            for name, config in candidates["data parallel"].items()}
     return candidates
+
+
+def _rank(simulation: Simulation) -> tuple[bool, float]:
+    """What the search keeps the best by: a strategy that fits every device's memory before
+    any that does not, then the lower cost (time plus the memory penalty)."""
+    return bool(simulation.over), simulation.cost
+
+
+def _accepted(proposal: tuple[bool, float], current: tuple[bool, float], alpha: float,
+              rng: random.Random) -> bool:
+    """MCMC's rule between two strategies on the same side of the memory limit; from one that
+    fits, never to one that does not; from one that does not, always to one that fits."""
+    if proposal[0] != current[0]:
+        return current[0]
+    return proposal[1] < current[1] or rng.random() < math.exp(-alpha * (proposal[1] - current[1]))
 
 
 @contextmanager
@@ -159,43 +192,45 @@ def _search(simulator: Simulator, options: SearchOptions, imported: Strategy | N
     started = time.perf_counter()
 
     candidates = initial_candidates(graph, num_devices, options, imported)
-    scores = {name: simulate(s).cost for name, s in candidates.items()}
+    ranks = {name: _rank(simulate(s)) for name, s in candidates.items()}
+    scores = {name: cost for name, (_, cost) in ranks.items()}
     print(f"MCMC search configuration: budget({options.budget}) alpha({options.alpha:.8f}) "
           f"mode(TRAINING)", file=stream)
     print("initial candidates: " + ", ".join(f"{name} {cost:.4f} ms"
                                              for name, cost in scores.items()), file=stream)
-    first = min(scores, key=scores.get)
-    best, best_cost = dict(candidates[first]), scores[first]
-    current, current_cost = best, best_cost
+    first = min(ranks, key=ranks.get)
+    best, best_rank = dict(candidates[first]), ranks[first]
+    current, current_rank = best, best_rank
     reset_span = min(max(options.budget // 100, 1), 1000)
     last = len(graph.layers) - 1
     for iteration in range(options.budget + 1):
         if iteration % reset_span == 0:
-            current, current_cost = best, best_cost
+            current, current_rank = best, best_rank
         index = rng.randrange(len(graph.layers))
         proposal = current
         if index != last:
             layer = graph.layers[index]
             proposal = dict(current)
             proposal[layer.name] = space.random_config(layer, rng)
-        cost = simulate(proposal).cost
+        rank = _rank(simulate(proposal))
         if iteration % 1000 == 0:
-            print(f"iteration({iteration}) current_strategy({current_cost:.4f}) "
-                  f"best_strategy({best_cost:.4f})", file=stream)
-        if cost < best_cost:
-            best, best_cost = proposal, cost
-        if cost < current_cost or rng.random() < math.exp(-options.alpha * (cost - current_cost)):
-            current, current_cost = proposal, cost
+            print(f"iteration({iteration}) current_strategy({current_rank[1]:.4f}) "
+                  f"best_strategy({best_rank[1]:.4f})", file=stream)
+        if rank < best_rank:
+            best, best_rank = proposal, rank
+        if _accepted(rank, current_rank, options.alpha, rng):
+            current, current_rank = proposal, rank
         if observer is not None:
-            observer(current_cost, best_cost)
+            observer(current_rank[1], best_rank[1])
     seconds = time.perf_counter() - started
     print(f"MCMC search: {options.budget + 1} proposals in {seconds:.2f} s; best "
-          f"{best_cost:.4f} ms, data parallel {scores['data parallel']:.4f} ms", file=stream)
-    return SearchResult(best, best_cost, scores, options.budget + 1, seconds)
+          f"{best_rank[1]:.4f} ms, data parallel {scores['data parallel']:.4f} ms", file=stream)
+    return SearchResult(best, best_rank[1], scores, options.budget + 1, seconds)
 
 
 def print_strategy(graph: Graph, strategy: Strategy, stream=None) -> None:
-    """FlexFlow's best-strategy block; dims in FlexFlow's (reversed) order."""
+    """FlexFlow's best-strategy block; dims in FlexFlow's (reversed) order; a recomputed
+    layer's line ends in " recomputed" (ours)."""
     stream = stream or sys.stdout
     print(BEST_HEADER, file=stream)
     for layer in graph.layers:
@@ -203,5 +238,6 @@ def print_strategy(graph: Graph, strategy: Strategy, stream=None) -> None:
         dims = ",".join(str(d) for d in reversed(config.degrees))
         devices = ",".join(str(d) for d in config.devices)
         print(f"[{layer.name}] num_dims({len(config.degrees)}) dims[{dims}] "
-              f"device_ids[{devices}]", file=stream)
+              f"device_ids[{devices}]" + (" recomputed" if config.recompute else ""),
+              file=stream)
     print(BEST_FOOTER, file=stream)

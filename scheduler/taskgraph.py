@@ -305,8 +305,15 @@ class TaskGraphBuilder:
         return out + list(updates.get(AFTER_BACKWARD, ()))
 
     def _forward_key(self, strategy: Strategy, index: int) -> tuple:
-        names = [self.graph.layers[i].name for i in (index, *self.producers[index])]
-        return ("forward", index) + tuple(strategy[n] for n in names)
+        """The layer's and its producers' configs, and which of the layers reading its inputs
+        or outputs are recomputed (that moves where the memory model drops the values)."""
+        layers = self.graph.layers
+        names = [layers[i].name for i in (index, *self.producers[index])]
+        layer = layers[index]
+        readers = dict.fromkeys(i for t in (*layer.inputs, *layer.outputs)
+                                for i in self.readers.get(t, ()))
+        return (("forward", index) + tuple(strategy[n] for n in names)
+                + (tuple(i for i in readers if strategy[layers[i].name].recompute),))
 
     def _backward_key(self, strategy: Strategy, index: int) -> tuple:
         layer = self.graph.layers[index]

@@ -81,6 +81,7 @@ def test_strategy_that_does_not_fit_is_reported(tmp_path, edit, message):
     ("1\nDense_100\n0\n2\n1\t2\t\n3\n0\t1\t2\t\n", "2 partitions but 3 device ids"),
     ("2\nA\n0\n1\n1\t\n1\n0\t\nA\n0\n1\n1\t\n1\n0\t\n", "appears twice"),
     ('{"layers": {"A": {"degrees": "x"}}}', "integer lists"),
+    ('{"layers": {"A": {"degrees": [1], "devices": [0], "recompute": 1}}}', "true or false"),
     ("{not json", "not valid JSON"),
 ])
 def test_malformed_strategy_files(tmp_path, text, message):
@@ -88,3 +89,39 @@ def test_malformed_strategy_files(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(StrategyError, match=message):
         strategy_file.read(str(path))
+
+
+def _recomputing(ff):
+    from dataclasses import replace
+    return {name: replace(config, recompute=name.startswith("Dense"))
+            for name, config in ff.strategy.items()}
+
+
+def test_a_json_file_keeps_recomputation_and_the_import_runs_it(tmp_path):
+    ff = compiled(mlp, ["-ll:gpu", "2", "--in-process"], "sample", 2)
+    path = tmp_path / "recomputed.json"
+    strategy_file.save(_recomputing(ff), str(path))
+    assert strategy_file.read(str(path)) == _recomputing(ff)
+    imported = compiled(mlp, ["-ll:gpu", "2", "--in-process", "--import", str(path)])
+    backwards = [t.action for t in imported.compiled.executor.taskgraph.tasks
+                 if type(t.action).__name__ == "Backward"]
+    assert {a.recompute for a in backwards} == {True, False}
+
+
+def test_flexflows_text_format_warns_that_it_leaves_recomputation_out(tmp_path):
+    ff = compiled(mlp, ["-ll:gpu", "2", "--in-process"], "sample", 2)
+    path = tmp_path / "recomputed.txt"
+    with pytest.warns(UserWarning, match="no recomputation.*Dense_100.*json"):
+        strategy_file.save(_recomputing(ff), str(path))
+    assert strategy_file.read(str(path)) == ff.strategy
+
+
+def test_strategy_show_marks_the_recomputed_layers(tmp_path, capsys):
+    from flexflow.cli import main
+    ff = compiled(mlp, ["-ll:gpu", "2", "--in-process"], "sample", 2)
+    path = tmp_path / "recomputed.json"
+    strategy_file.save(_recomputing(ff), str(path))
+    assert main(["strategy", "show", str(path)]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert "recomputed" in rows["layer"]
+    assert rows["Dense_100"].endswith("yes") and not rows["Softmax_104"].endswith("yes")

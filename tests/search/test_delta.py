@@ -1,5 +1,6 @@
 """Delta simulation gives exactly the full simulation's result (rebuild + executor.fuse), on
-random proposal sequences over every test model, with every kind of split enabled."""
+random proposal sequences over every test model, with every kind of split enabled, with and
+without recomputation among the proposals."""
 
 import random
 
@@ -24,14 +25,16 @@ def plan_view(simulation):
 BUILDS = {**MODELS, "wide_mlp": wide_mlp}  # the last one's updates post messages early
 
 
+@pytest.mark.parametrize("recomputation", [False, True])
 @pytest.mark.parametrize("name", list(BUILDS))
-def test_delta_equals_full_on_random_proposals(name):
+def test_delta_equals_full_on_random_proposals(name, recomputation):
     ff, objective = compiled(BUILDS[name], BATCH)
     graph = ff.graph
     simulator = Simulator(graph, objective, small_machine(), ff.compiled.loss, ff.optimizer.rule(),
                           Checks(finite_gradients=True))
     space = SearchSpace(graph, 4, SearchOptions(1, enable_parameter_parallel=True,
-                                                enable_attribute_parallel=True))
+                                                enable_attribute_parallel=True,
+                                                enable_recomputation=recomputation))
     rng = random.Random(hash(name) % 1000)
     current = data_parallel_strategy(graph, 4)
     posted_early = False
