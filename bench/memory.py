@@ -81,7 +81,7 @@ def batch_of(network: str, batch: int | None = None):
     rng = np.random.default_rng(0)
     if name == "transformer_lm":
         return (rng.integers(0, 8192, (batch, 64)).astype(np.int32),
-                rng.integers(0, 64, (batch, 1)).astype(np.int32))  # memory alike either way
+                rng.integers(0, 8192, (batch, 64, 1)).astype(np.int32))  # a token per position
     return (rng.standard_normal((batch, 3, image, image)).astype(np.float32),
             rng.integers(0, 10 if name == "cifar10_cnn" else 1000, (batch, 1)).astype(np.int32))
 
@@ -139,8 +139,8 @@ def pytorch_step(network: str, batch: int | None = None):
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     xb, yb = batch_of(network, batch)
     x, y = torch.from_numpy(xb), torch.from_numpy(yb).long().reshape(-1)
-    if name == "transformer_lm":  # a token per position, as ours (a label per sample) reads
-        x, y = x.long(), y.repeat_interleave(xb.shape[1])
+    if name == "transformer_lm":  # (token ids)
+        x = x.long()
 
     def step():
         optimizer.zero_grad()

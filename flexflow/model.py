@@ -403,7 +403,8 @@ class FFModel:
         output = self.graph.tensors[last.outputs[0]].spec
         batch = output.shape[0]
         sparse = loss_type in SPARSE_LOSSES
-        label_spec = TensorSpec((batch,) + ((1,) if sparse else output.shape[1:]),
+        label_spec = TensorSpec((batch,) + (output.shape[1:-1] + (1,) if sparse
+                                            else output.shape[1:]),
                                 "int32" if sparse else "float32")
         if self._label_id is None:
             self._label_id = self.graph.add_label(label_spec).id

@@ -48,9 +48,15 @@ class Loss:
         return self.kind == "sparse_categorical_crossentropy"
 
     def __call__(self, xp, out, label):
-        """(gradient w.r.t. `out`, or the softmax's input; the metric sums of this piece)."""
+        """(gradient w.r.t. `out`, or the softmax's input; the metric sums of this piece). A
+        sparse label of an output of more than two dims labels each position (the label's
+        shape is the output's with a last dim of 1): each position is a sample of the last
+        dim's classes, and the gradient is still scaled by 1/global batch (FlexFlow's)."""
+        shape = out.shape
+        if self.sparse and out.ndim > 2:
+            out, label = out.reshape(-1, shape[-1]), label.reshape(-1, 1)
         target = _Target(xp, out, label, self.sparse)
-        return self.gradient(xp, out, target), self.sums(xp, out, target)
+        return self.gradient(xp, out, target).reshape(shape), self.sums(xp, out, target)
 
     def gradient(self, xp, out, target: "_Target"):
         scale = 1.0 / self.batch_size
