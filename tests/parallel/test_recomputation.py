@@ -81,49 +81,17 @@ def test_recomputing_on_a_cluster_gives_single_device_numbers():
 
 
 # ---- memory -------------------------------------------------------------------------------------
-def held_peak(ff, monkeypatch) -> int:
-    """The most bytes the device's store referred to in a training step (the second), after
-    each task and inside each backward once its kernels have made the gradients: where what a
-    recomputed forward made again is held, with the gradients it gives."""
-    from flexflow.scheduler import executor as executor_module
-
-    from ..search.test_memory_model import _bytes_held
-    held, current = [0], {}
-    for layer in ff.graph.layers:
-        def counted(xp, dys, saved, part, backward=layer.op.backward):
-            grads = backward(xp, dys, saved, part)
-            if "store" in current:
-                held[0] = max(held[0], _bytes_held(current["store"], saved, dys, grads))
-            return grads
-        object.__setattr__(layer.op, "backward", counted)  # (a frozen op of this model alone)
-
-    def run_and_count(ctx, store, group, *args, **kwargs):
-        out, current["store"] = {}, store
-        for index, task in enumerate(group.tasks):
-            popped = store.saved.get((getattr(task.action, "layer", None),
-                                      getattr(task.action, "part", None)))
-            task.action.run(store, ctx, out)
-            held[0] = max(held[0], _bytes_held(store, popped))
-            if group.releases and group.releases[index]:
-                executor_module.release(store, group.releases[index])
-        return out
-    ff.train_step()
-    with monkeypatch.context() as patch:
-        patch.setattr(executor_module, "run_tasks", run_and_count)
-        ff.train_step()
-    return held[0]
-
-
 def peaks(name, configs, monkeypatch) -> tuple[int, int]:
-    """(predicted, held) peak bytes of a training step of model `name` on one device."""
-    from ..search.test_memory_model import predicted_peaks
+    """(predicted, held) peak bytes of a training step of model `name` on one device, held
+    counted inside each backward too (`held_peaks`)."""
+    from ..search.test_memory_model import held_peaks, predicted_peaks
     from .models import batches
     ff, inputs = compiled(MODELS[name], [], configs)
     [(xs, labels)] = batches(inputs, 1)
     for tensor, array in zip(inputs, xs):
         tensor.set_tensor(ff, array)
     ff.label_tensor.set_tensor(ff, labels)
-    return predicted_peaks(ff)[0], held_peak(ff, monkeypatch)
+    return predicted_peaks(ff)[0], held_peaks(ff, monkeypatch, inside_backward=True)[0]
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

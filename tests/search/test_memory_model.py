@@ -97,13 +97,26 @@ def predicted_peaks(ff) -> list[int]:
                          ff.compiled.objective, update_rule(ff.optimizer))
 
 
-def held_peaks(ff, monkeypatch) -> list[int]:
+def held_peaks(ff, monkeypatch, inside_backward: bool = False) -> list[int]:
     """Per device, the most bytes its store referred to after a task of a training step (the
-    second: the first makes the optimizer state), with what a backward popped still counted."""
+    second: the first makes the optimizer state), with what a backward popped still counted;
+    with `inside_backward` also inside each backward once its kernels have made the gradients
+    (where what a recomputed forward made again is held, with the gradients it gives)."""
     held = [0] * ff.compiled.executor.num_devices
+    current = {}
+    if inside_backward:
+        for layer in ff.graph.layers:
+            def counted(xp, dys, saved, part, backward=layer.op.backward):
+                grads = backward(xp, dys, saved, part)
+                if "store" in current:
+                    store = current["store"]
+                    held[store.device] = max(held[store.device],
+                                             _bytes_held(store, saved, dys, grads))
+                return grads
+            object.__setattr__(layer.op, "backward", counted)  # (this model's frozen ops)
 
     def run_and_count(ctx, store, group, *args, **kwargs):
-        out = {}
+        out, current["store"] = {}, store
         for index, task in enumerate(group.tasks):
             popped = store.saved.get((getattr(task.action, "layer", None),
                                       getattr(task.action, "part", None)))
