@@ -11,6 +11,9 @@ their graph and training objective without compiling (planning for machines one 
     resnet50          ResNet-50 as FlexFlow's native resnet.py: bottleneck blocks 3-4-6-3
     resnet101         ResNet-101 (He et al. 2016), 3x224x224, bottleneck blocks 3-4-23-3
     transformer_lm    a decoder-style language model: embedding, attention blocks, vocab softmax
+    gpt2_medium       transformer_lm at GPT-2 medium's size: 24 blocks of width 1024, 16 heads,
+                      1024 positions, a 50,257-token vocabulary (405 M weights: GPT-2 medium's
+                      355 M, less its position table, plus an output layer of its own)
 """
 
 from __future__ import annotations
@@ -249,6 +252,12 @@ def transformer_lm(ff, batch, seq=64, vocab=8192, width=512, heads=8, layers=4):
         t = ff.layer_norm(ff.add(f, t), [-1])
     ff.softmax(ff.dense(t, vocab))
     return [tokens]
+
+
+def gpt2_medium(ff, batch):
+    """GPT-2 medium's shape (Radford et al. 2019) in transformer_lm's blocks (post-norm, one
+    GELU dense of 4x the width): the model users bring now, which one device does not train."""
+    return transformer_lm(ff, batch, seq=1024, vocab=50257, width=1024, heads=16, layers=24)
 
 
 def graph_of(build, batch: int):

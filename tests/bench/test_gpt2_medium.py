@@ -1,0 +1,43 @@
+"""bench/dnn.py's gpt2_medium is GPT-2 medium's shape, and on the paper's 16 P100s the memory
+model holds what recomputation saves: every layer recomputed, data parallelism at global batch
+32 with Adam needs less memory per device and more time."""
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+BENCH = Path(__file__).parents[2] / "bench"
+
+
+def test_gpt2_medium_has_gpt2_mediums_blocks_and_weights(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import dnn
+    graph, _ = dnn.graph_of(dnn.gpt2_medium, 2)
+    weights = sum(math.prod(w.shape) for layer in graph.layers for w in layer.weights
+                  if w.trainable)
+    assert weights == 405_285_969  # 355 M, less the position table, and an output layer
+    attention = [layer for layer in graph.layers if layer.type_name == "MultiHeadAttention"]
+    assert len(attention) == 24
+    assert graph.tensors[graph.layers[-1].outputs[0]].spec.shape == (2, 1024, 50257)
+
+
+def test_recomputing_gpt2_medium_trades_time_for_memory_on_16_p100s(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import dnn
+
+    from flexflow.core import LossType
+    from flexflow.losses import loss_function
+    from flexflow.ops.optimizers import Adam
+    from flexflow.scheduler import machine
+    from flexflow.scheduler.simulator import Simulator
+    from flexflow.scheduler.strategy import data_parallel_strategy
+    graph, objective = dnn.graph_of(dnn.gpt2_medium, 32)
+    output = graph.tensors[graph.layers[-1].outputs[0]].spec
+    loss = loss_function(LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, (), 32,
+                         output.size // 32, True)
+    simulator = Simulator(graph, objective, machine.preset("p100-4x4"), loss, Adam(alpha=1e-4))
+    plain = data_parallel_strategy(graph, 16)
+    recomputed = {name: replace(config, recompute=True) for name, config in plain.items()}
+    a, b = simulator.simulate_full(plain), simulator.simulate_full(recomputed)
+    assert max(b.memory) < 0.8 * max(a.memory)
+    assert a.time < b.time < 1.2 * a.time
