@@ -439,8 +439,9 @@ class TaskGraphBuilder:
 
     def _weights(self, strategy: Strategy) -> tuple[dict, dict[int, list[Segment]]]:
         """Weight holders, and the update segments by the layer whose backward they follow,
-        memoised by the weighted layers' configs."""
-        memo = tuple(strategy[layer.name] for layer in self.weighted)
+        memoised by the weighted layers' splits and devices (recomputation changes neither)."""
+        memo = tuple((strategy[layer.name].degrees, strategy[layer.name].devices)
+                     for layer in self.weighted)
         found = self._weights_of.get(memo)
         if found is None:
             if len(self._weights_of) > MEMO_LIMIT:
