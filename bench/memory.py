@@ -216,6 +216,8 @@ def _ddp_rank(rank: int, network: str, steps: int, results) -> None:
             torch.nn.functional.cross_entropy(net(x), y).backward()
             optimizer.step()
         results.put((rank, peak_since(start)))
+        del net, optimizer  # DDP's reducer holds the group: gone before the group is
+        dist.barrier()  # no rank tears its gloo pairs down while another still uses them
     finally:
         dist.destroy_process_group()
 

@@ -43,6 +43,8 @@ def _rank(rank: int, devices: int, name: str, batch: int, warmup: int, steps: in
         elapsed = torch_twins.seconds(step, steps, dist.barrier)
         if rank == 0:
             results.put(steps * batch / elapsed)
+        del net, step  # DDP's reducer holds the group: gone before the group is
+        dist.barrier()  # no rank tears its gloo pairs down while another still uses them
     finally:
         dist.destroy_process_group()
 

@@ -100,6 +100,7 @@ def _sync_bn_rank(rank: int, port: int, results) -> None:
                      float((x_half.grad - x_whole.grad[half]).abs().max()),
                      float((grads - torch.cat([whole.weight.grad, whole.bias.grad])).abs().max()),
                      float((mine[0].running_var - whole.running_var).abs().max())))
+        dist.barrier()  # no rank tears its gloo pairs down while another still uses them
     finally:
         dist.destroy_process_group()
 

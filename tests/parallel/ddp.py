@@ -75,6 +75,8 @@ def _rank(rank: int, world: int, initial, data, evaluated, results) -> None:
                 probabilities = torch.softmax(module(torch.from_numpy(evaluated)), dim=1)
             results.put((mean_loss.numpy(), [v.numpy().copy() for v in _values(module)],
                          probabilities.numpy()))
+        del net, optimizer  # DDP's reducer holds the group: gone before the group is
+        dist.barrier()  # no rank tears its gloo pairs down while another still uses them
     finally:
         dist.destroy_process_group()
 
