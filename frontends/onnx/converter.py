@@ -3,7 +3,10 @@
 Each value name maps to an FFModel `Tensor` or a `Const`. A node whose inputs are all constants
 is evaluated at import with ONNX's reference implementation (numpy), whatever its operator
 but control flow, within one byte budget per model (fold_limits.py): that folds the Shape ->
-Gather -> Concat -> Reshape chains exporters emit, and weight preprocessing. Every other node
+Gather -> Concat -> Reshape chains exporters emit, and transposed weights. A node that reads a
+parameter (parameters.py) folds only when it just moves the parameter's elements (a transpose,
+a reshape): any other (a Gather of rows, a product) would make a copy that trains apart from
+the parameter, so it becomes a layer on the parameter's weight instead. Every other node
 goes to the handler registered for its operator, which builds layers through the public FFModel
 API; operands without values (a file exported without parameters) get FlexFlow's defaults first
 (defaults.py). Weights are assigned with `Parameter.set_weights` as the layers are built;
@@ -28,7 +31,8 @@ from .errors import ONNXImportError
 from .fold_limits import FoldBudget, check_foldable
 from .loader import GraphInfo
 from .node import Node
-from .registry import check_node
+from .parameters import LAYOUT_OPS
+from .registry import check_node, supported_list, unsupported
 from .unvalued import Unvalued
 from .values import Const, Value
 
@@ -37,6 +41,8 @@ RANDOM_OPS = {"Dropout", "RandomNormal", "RandomNormalLike", "RandomUniform",
               "RandomUniformLike", "Multinomial", "Bernoulli"}
 # Operators whose result is a constant whatever their input (shapes are static here).
 SHAPE_OPS = {"Shape", "Size"}
+TORCH_ROUTE = ("A model written in PyTorch may import through flexflow.torch instead "
+               "(PyTorchModel), which traces the module rather than its export.")
 
 
 def nodes_of(info: GraphInfo) -> list[Node]:
@@ -45,26 +51,40 @@ def nodes_of(info: GraphInfo) -> list[Node]:
     return [Node(proto, info.opset, info.source, wanted) for proto in info.nodes]
 
 
-def folds(node: Node, constant: list[bool]) -> bool:
-    """Whether `node` is evaluated at import, given which of its inputs are constants."""
+def folds(node: Node, constant: list[bool], trainable: list[bool]) -> bool:
+    """Whether `node` is evaluated at import, given which of its inputs are constants and which
+    of those are parameters (or made from one)."""
     if node.op_type in RANDOM_OPS or node.domain not in ("", "ai.onnx"):
+        return False
+    if any(trainable) and node.op_type not in LAYOUT_OPS | SHAPE_OPS:
         return False
     return all(constant) and (bool(constant) or node.op_type == "Constant")
 
 
 def check_graph(info: GraphInfo, constant_inputs=()) -> None:
-    """Raise for the first node whose operator or attributes are unsupported, assuming the graph
-    inputs named in `constant_inputs` are given as arrays and the others as tensors."""
+    """Raise for the nodes whose operator or attributes are unsupported, all of them in one
+    error, assuming the graph inputs named in `constant_inputs` are given as arrays and the
+    others as tensors."""
     constant = set(info.initializers) | set(constant_inputs)
+    refused: list[str] = []
+    trainable = set(info.parameters)
     for node in nodes_of(info):
         present = [name for name in node.inputs if name]
-        if folds(node, [name in constant for name in present]):
+        if folds(node, [name in constant for name in present],
+                 [name in trainable for name in present]):
             check_foldable(node)
             constant.update(node.outputs)
+            if trainable.intersection(present) and node.op_type in LAYOUT_OPS:
+                trainable.update(node.outputs)
         elif node.op_type in SHAPE_OPS:
             constant.update(node.outputs)
-        else:
-            check_node(node)
+        elif (reason := unsupported(node)) is not None:
+            refused.append(f"{node}: {reason}")
+    if len(refused) == 1:
+        raise ONNXImportError(f"{info.source}: {refused[0]}. {supported_list()}")
+    if refused:
+        raise ONNXImportError(f"{info.source}: {len(refused)} nodes cannot be imported:\n  "
+                              + "\n  ".join(refused) + f"\n{supported_list()}. {TORCH_ROUTE}")
 
 
 class Converter:
@@ -79,7 +99,7 @@ class Converter:
     # ---- the walk ---------------------------------------------------------------------------
     def run(self, feeds: dict[str, Value]) -> list[Value]:
         for name, array in self.info.initializers.items():
-            self.symbols[name] = Const(array, array.dtype.kind == "f", name)
+            self.symbols[name] = Const(array, name in self.info.parameters, name)
         for name in self.info.unvalued:
             self.symbols[name] = Unvalued(name, self.info.declared.get(name))
         self.symbols.update(feeds)
@@ -91,7 +111,8 @@ class Converter:
                 raise node.error(f"it reads '{held_0d[0]}', a 0-d value; FlexFlow tensors have "
                                  f"at least one dim, so a 0-d value can only be a graph output "
                                  f"(as a 1-element tensor)")
-            if folds(node, [isinstance(x, Const) for x in present]):
+            if folds(node, [isinstance(x, Const) for x in present],
+                     [isinstance(x, Const) and x.trainable for x in present]):
                 outputs = self._fold(node, inputs)
             else:
                 rule = check_node(node)

@@ -41,6 +41,7 @@ class GraphInfo:
     unvalued: set[str] = field(default_factory=set)
     parameter_inputs: set[str] = field(default_factory=set)
     declared: dict[str, tuple] = field(default_factory=dict)
+    parameters: frozenset[str] = frozenset()  # the initializers that train (parameters.py)
 
     def describe(self, node: NodeProto) -> str:
         return f"{self.source}: node '{node.name or node.output[0]}' ({node.op_type})"

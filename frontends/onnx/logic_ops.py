@@ -1,7 +1,11 @@
 """ONNX operators on bool and integer tensors, and conversions between data types.
 
 Comparisons (Less, Greater, Equal, ...) give bool tensors and Where chooses between two tensors
-by one: exporters write clipping, leaky ReLU and ELU this way. Cast converts between FlexFlow's
+by one: exporters write clipping, leaky ReLU and ELU this way, and masked attention (a Softmax
+whose fully masked rows, NaN, IsNaN and Where set to 0). FFModel has equality of bools and
+Where, from which the rest is exact: Not a = (a == false), Xor = Not (a == b), And a b =
+where(a, b, false), Or a b = where(a, true, b), IsNaN x = Not (x == x), IsInf x = (x == inf)
+or (x == -inf). Cast converts between FlexFlow's
 data types (float32, float64, int32, int64, bool); a cast of a constant is evaluated at import,
 whatever the type.
 """
@@ -26,6 +30,50 @@ def compare(cv, node, xs):
     data_type = common_type(xs, node)
     a, b = (cv.operand(x, node, data_type) for x in xs)
     return [cv.ffmodel.compare(a, b, _COMPARISONS[node.op_type], name=node.name)]
+
+
+def _bool_constant(cv, node, value: bool):
+    return cv.operand(Const(np.array([value])), node, DataType.DT_BOOLEAN)
+
+
+def _not(cv, node, a):
+    return cv.ffmodel.compare(a, _bool_constant(cv, node, False), "equal", name=node.name)
+
+
+@handles("Not")
+def not_(cv, node, xs):
+    return [_not(cv, node, cv.operand(xs[0], node, DataType.DT_BOOLEAN))]
+
+
+@handles("And", "Or", "Xor")
+def logical(cv, node, xs):
+    a, b = (cv.operand(x, node, DataType.DT_BOOLEAN) for x in xs)
+    if node.op_type == "Xor":
+        return [_not(cv, node, cv.ffmodel.compare(a, b, "equal", name=node.name))]
+    if node.op_type == "And":
+        return [cv.ffmodel.where(a, b, _bool_constant(cv, node, False), name=node.name)]
+    return [cv.ffmodel.where(a, _bool_constant(cv, node, True), b, name=node.name)]
+
+
+@handles("IsNaN")
+def is_nan(cv, node, xs):
+    x = cv.tensor(xs[0], node)
+    return [_not(cv, node, cv.ffmodel.compare(x, x, "equal", name=node.name))]
+
+
+@handles("IsInf")
+def is_inf(cv, node, xs):
+    x = cv.tensor(xs[0], node)
+    signs = [s for s, wanted in ((1.0, node.attr("detect_positive", 1)),
+                                 (-1.0, node.attr("detect_negative", 1))) if wanted]
+    found = [cv.ffmodel.compare(x, cv.tensor(Const(np.array([s * np.inf], np.float32)), node),
+                                "equal", name=node.name) for s in signs]
+    if not found:
+        return [cv.ffmodel.compare(x, x, "less", name=node.name)]  # never: false everywhere
+    if len(found) == 1:
+        return found
+    return [cv.ffmodel.where(found[0], _bool_constant(cv, node, True), found[1],
+                             name=node.name)]
 
 
 @handles("Where")

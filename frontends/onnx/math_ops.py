@@ -68,6 +68,14 @@ def pow_(cv, node, xs):
     return [cv.ffmodel.pow(cv.tensor(x, node), cv.tensor(exponent, node), name=node.name)]
 
 
+@handles("Neg")
+def neg(cv, node, xs):
+    if not computes_in_float32(xs[0]):
+        return [in_float64(cv, node, lambda x: cv.ffmodel.scalar_multiply(x, -1.0,
+                                                                           name=node.name), xs)]
+    return [cv.ffmodel.scalar_multiply(cv.tensor(xs[0], node), -1.0, name=node.name)]
+
+
 @handles("Identity")
 def identity(cv, node, xs):
     return [xs[0]]

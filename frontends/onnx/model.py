@@ -16,7 +16,8 @@ array, which is then treated like an initializer (a constant of the graph).
 
 Initializers are loaded into the layers' weights: `apply` assigns them with
 `Parameter.set_weights` before compile, and compile() creates the weights with those values
-(FlexFlow ignored initializers). A file exported without parameters (`export_params=False`) gets
+(FlexFlow ignored initializers). Only the initializers that are parameters of the model train;
+those the exporter stored for constants (scales, masks, buffers) stay constant (parameters.py). A file exported without parameters (`export_params=False`) gets
 FlexFlow's default initializers for the weights it lacks (unvalued.py, defaults.py): with torch's
 legacy exporter they are graph inputs, which `input_dict` need not map; with its current one
 they are absent. Such a file is an architecture: `apply` builds it for the dims of the tensors
@@ -44,6 +45,7 @@ from flexflow.type import NUMPY_DTYPE
 from .converter import Converter, check_graph
 from .errors import ONNXImportError, ONNXImportWarning
 from .loader import read_model
+from .parameters import parameter_names
 from .unvalued import Unvalued
 from .values import Const
 
@@ -72,10 +74,13 @@ def _described(value_info) -> ONNXTensor:
 
 class ONNXModel:
     """`filename` is a path or an `onnx.ModelProto`. `constant_inputs` (ours) names graph inputs
-    that `apply` will be given as numpy arrays, so the up-front check knows they are constants."""
+    that `apply` will be given as numpy arrays, so the up-front check knows they are constants.
+    `parameters` (ours) names the initializers that train, where the graph does not tell them
+    from constants (parameters.py decides, and warns, without it)."""
 
-    def __init__(self, filename, *, constant_inputs=()):
+    def __init__(self, filename, *, constant_inputs=(), parameters=None):
         self.graph = read_model(filename)
+        self.graph.parameters = parameter_names(self.graph, parameters)
         self.model = self.graph.model
         self.inputs = {name: _described(v) for name, v in self.graph.inputs.items()}
         self.outputs = {v.name: _described(v) for v in self.graph.outputs}

@@ -37,19 +37,29 @@ def supported_ops() -> list[str]:
     return sorted(HANDLERS)
 
 
-def check_node(node: Node) -> Rule:
-    """The node's rule; an ONNXImportError if its operator or an attribute value is unsupported."""
+def unsupported(node: Node) -> str | None:
+    """Why the node's operator or an attribute value is unsupported, or None."""
     rule = HANDLERS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
     if rule is None:
         op = f"{node.domain}.{node.op_type}" if node.domain else node.op_type
-        raise node.error(f"operator {op} is not supported. Supported operators: "
-                         f"{', '.join(supported_ops())}; also Constant, and any operator whose "
-                         f"inputs are all constants (evaluated at import)")
+        return f"operator {op} is not supported"
     for name, (accepts, supported) in rule.limits.items():
         if name in node.attrs and not accepts(node.attrs[name]):
-            raise node.error(f"attribute {name}={node.attrs[name]!r} is not supported "
-                             f"(supported: {supported})")
-    return rule
+            return f"attribute {name}={node.attrs[name]!r} is not supported (supported: {supported})"
+    return None
+
+
+def supported_list() -> str:
+    return (f"Supported operators: {', '.join(supported_ops())}; also Constant, and any "
+            f"operator whose inputs are all constants (evaluated at import)")
+
+
+def check_node(node: Node) -> Rule:
+    """The node's rule; an ONNXImportError if its operator or an attribute value is unsupported."""
+    reason = unsupported(node)
+    if reason is not None:
+        raise node.error(f"{reason}. {supported_list()}")
+    return HANDLERS[node.op_type]
 
 
 # ---- common limits ------------------------------------------------------------------------------

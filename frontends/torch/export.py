@@ -17,7 +17,7 @@ from flexflow.type import OpType
 
 from .call import Call, describe_target, source_line
 from .functions import function_op
-from .ir import ConversionError, IRNode, format_param, parse_param
+from .ir import ONNX_ROUTE, ConversionError, IRNode, all_errors, format_param, parse_param
 from .modules import module_op, module_state
 from .weights import BUFFER, PARAMETER, TorchState
 
@@ -86,16 +86,22 @@ def _record_state(node: fx.Node, root: nn.Module, state: TorchState, owners: dic
 
 def to_ir(model: nn.Module) -> tuple[list[IRNode], TorchState]:
     """IR nodes of `model` (v2 parameters, normalised as they read back from a file) and its
-    weights."""
+    weights. Every node that cannot be translated is named in one error, with the ONNX route."""
     module = trace(model)
     root = module
-    nodes, state, owners = [], TorchState(), {}
+    nodes, state, owners, errors = [], TorchState(), {}, []
     for node in module.graph.nodes:
         target_module = root.get_submodule(node.target) if node.op == "call_module" else None
         call = Call(node, describe_target(node, target_module), source_line(node))
-        op_type, params = _op(node, root, call)
+        try:
+            op_type, params = _op(node, root, call)
+        except ConversionError as error:
+            errors.append(error)
+            continue
         _record_state(node, root, state, owners)
         nodes.append(IRNode(node.name, _input_names(node), tuple(u.name for u in node.users),
                             op_type, tuple(parse_param(format_param(p)) for p in params),
                             call.where))
+    if errors:
+        raise all_errors(errors, type(model).__name__, hint=ONNX_ROUTE)
     return nodes, state

@@ -14,6 +14,10 @@ Formats (one line per node, in topological order):
 * v0 (r20.12, read): `name, in1:in2:, <OpType value>, param, ...` (no consumer list; CONV2D has
   no groups field).
 
+Op types are FlexFlow's `OpType` names, and for torch constructs FlexFlow's importer had no op for
+(SiLU, Hardtanh, chunk, GroupNorm, scaled dot-product attention, LSTM) the names of `TorchOp`,
+which the builder composes from FFModel layers (one node, one line, as for FlexFlow's own ops).
+
 Parameters are read with `ast.literal_eval`, which accepts literals only: a file can never run
 code. A file that cannot be read or parsed raises `ConversionError` naming the file and line; so
 does every later problem with it (builder.py, weights.py), naming the node as well.
@@ -24,6 +28,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from flexflow.type import OpType
@@ -32,11 +37,44 @@ IR_DELIMITER = "; "
 INOUT_DELIMITER = ","
 V1_EDGE_DELIMITER = ":"
 _SLICE = re.compile(r"^slice\((.*)\)$")
+MAX_LISTED = 20  # problems listed one by one in an error about several nodes
+ONNX_ROUTE = ("A model that torch.onnx.export can export may import through flexflow.onnx "
+              "instead (ONNXModel(file).apply(ffmodel, inputs)), which translates ONNX operators "
+              "rather than torch calls.")
 
 
 class ConversionError(ValueError):
     """A torch model or a `.ff` file uses something the PyTorch front end cannot translate; the
     message names the node, what it calls and where it comes from."""
+
+
+def all_errors(errors: list[ConversionError], source: str, noun: str = "node",
+               hint: str = "") -> ConversionError:
+    """One error for every node (or line) of `source` that cannot be translated, so that a
+    model's whole list of problems is known at once: each one's own message on a line of its
+    own (the first MAX_LISTED of them), then `hint`. A single error without a hint is returned
+    as it is."""
+    if len(errors) == 1 and not hint:
+        return errors[0]
+    count = f"{len(errors)} {noun}{'s' if len(errors) > 1 else ''}"
+    lines = [f"{source}: {count} cannot be translated:"]
+    lines += [f"  {error}" for error in errors[:MAX_LISTED]]
+    if len(errors) > MAX_LISTED:
+        lines.append(f"  ... and {len(errors) - MAX_LISTED} more")
+    return ConversionError("\n".join(lines + ([hint] if hint else [])))
+
+
+class TorchOp(Enum):
+    """Op types beyond FlexFlow's `OpType`: torch constructs that no FlexFlow op type names, each
+    composed by the builder from FFModel layers it has. Their values lie apart from OpType's, so
+    a v0 file (integer op types) can hold them too."""
+
+    SILU = 3001                          # x * sigmoid(x)
+    HARDTANH = 3002                      # ; min; max (ReLU6: 0.0; 6.0)
+    CHUNK = 3003                         # ; chunks; dim
+    GROUP_NORM = 3004                    # ; groups; channels; eps; affine
+    SCALED_DOT_PRODUCT_ATTENTION = 3005  # ; dropout_p; is_causal; scale (inputs q, k, v[, mask])
+    LSTM = 3006                          # ; input; hidden; layers; bias; batch_first; dropout
 
 
 @dataclass(frozen=True)
@@ -51,7 +89,7 @@ class IRNode:
     name: str
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
-    op_type: OpType
+    op_type: OpType | TorchOp
     params: tuple = ()
     where: str = field(default="", compare=False)  # source line or file line, for errors
 
@@ -106,12 +144,14 @@ def _names(text: str, delimiter: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in text.split(delimiter) if name.strip())
 
 
-def _op_type(text: str, where: str) -> OpType:
+def _op_type(text: str, where: str) -> OpType | TorchOp:
     text = text.strip()
-    try:
-        return OpType(int(text)) if text.lstrip("-").isdigit() else OpType[text]
-    except (KeyError, ValueError):
-        raise ConversionError(f"{where}: unknown op type {text!r}") from None
+    for kind in (OpType, TorchOp):
+        try:
+            return kind(int(text)) if text.lstrip("-").isdigit() else kind[text]
+        except (KeyError, ValueError):
+            pass
+    raise ConversionError(f"{where}: unknown op type {text!r}")
 
 
 def _edge_node(fields: list[str], delimiter: str, form: str, line: str, where: str) -> IRNode:
@@ -180,7 +220,14 @@ def parse_lines(lines: list[str], source: str) -> list[IRNode]:
     if not numbered:
         raise ConversionError(f"{source}: no nodes (empty file)")
     parse = {0: _parse_v0, 1: _parse_v1, 2: _parse_v2}[format_version([numbered[0][1]])]
-    nodes = [parse(line, f"{source} line {number}") for number, line in numbered]
+    nodes, errors = [], []
+    for number, line in numbered:  # every line's problem in one error
+        try:
+            nodes.append(parse(line, f"{source} line {number}"))
+        except ConversionError as error:
+            errors.append(error)
+    if errors:
+        raise all_errors(errors, source, "line")
     seen = set()
     for node in nodes:
         if node.name in seen:

@@ -1,19 +1,23 @@
 """torch.nn modules -> IR (op type and parameters).
 
 torch.fx keeps the modules of `torch.nn` as single `call_module` nodes; each supported class has a
-function here returning `(OpType, params)`. Module options FlexFlow's operators cannot express
-(dilation, ceil_mode, a cumulative batch-norm average, a padding row of an embedding, ...) are
-refused with an error naming the node, instead of being silently dropped.
+function here returning `(OpType, params)` (or a `TorchOp`, which the builder composes). Module
+options FlexFlow's operators cannot express (dilation, ceil_mode, a cumulative batch-norm average,
+a padding row of an embedding, ...) are refused with an error naming the node, instead of being
+silently dropped. A Conv1d is FlexFlow's CONV2D over a height of 1 (kernel, stride and padding
+(1, k), (1, s), (0, p)), which the builder runs on the (N, C, L) input as (N, C, 1, L).
 """
 
 from __future__ import annotations
 
+import torch.fx as fx
 import torch.nn as nn
 
 from flexflow.type import ActiMode, OpType, PoolType
 
 from . import pooling
 from .call import Call
+from .ir import TorchOp
 
 NO_ACTIVATION = ActiMode.AC_MODE_NONE.value
 BN_EPS, BN_MOMENTUM = 1e-5, 0.1  # FlexFlow's fixed batch-norm settings (and torch's defaults)
@@ -23,19 +27,23 @@ def _linear(m: nn.Linear, call: Call):
     return OpType.LINEAR, (m.out_features, NO_ACTIVATION, int(m.bias is not None))
 
 
-def _conv2d(m: nn.Conv2d, call: Call):
-    call.expect(m.dilation == (1, 1), f"dilation {m.dilation} is not supported")
+def _conv(m: nn.Conv1d | nn.Conv2d, call: Call):
+    """CONV2D of a Conv2d, or of a Conv1d lifted to a height of 1 (so that one FlexFlow layer
+    and one `.ff` line serve both)."""
+    call.expect(all(d == 1 for d in m.dilation), f"dilation {m.dilation} is not supported")
     call.expect(m.padding_mode == "zeros", f"padding_mode {m.padding_mode!r} is not supported")
     padding = m.padding
     if padding == "valid":
-        padding = (0, 0)
+        padding = (0,) * len(m.kernel_size)
     elif padding == "same":
         call.expect(all(k % 2 for k in m.kernel_size),
                     f"padding='same' with the even kernel {m.kernel_size} pads unevenly, which "
                     f"is not supported")
         padding = tuple(k // 2 for k in m.kernel_size)
-    return OpType.CONV2D, (m.out_channels, *m.kernel_size, *m.stride, *padding, NO_ACTIVATION,
-                           m.groups, int(m.bias is not None))
+    def lift(values, fill):
+        return (fill,) * (2 - len(values)) + tuple(values)
+    return OpType.CONV2D, (m.out_channels, *lift(m.kernel_size, 1), *lift(m.stride, 1),
+                           *lift(padding, 0), NO_ACTIVATION, m.groups, int(m.bias is not None))
 
 
 def _max_pool(m: nn.MaxPool2d, call: Call):
@@ -72,6 +80,28 @@ def _layer_norm(m: nn.LayerNorm, call: Call):
     call.expect(not m.elementwise_affine or m.bias is not None,
                 "LayerNorm(bias=False) is not supported (layer_norm's affine form has a bias)")
     return OpType.LAYER_NORM, (tuple(m.normalized_shape), float(m.eps), m.elementwise_affine)
+
+
+def _group_norm(m: nn.GroupNorm, call: Call):
+    return TorchOp.GROUP_NORM, (m.num_groups, m.num_channels, float(m.eps), m.affine)
+
+
+def _hardtanh(m: nn.Hardtanh, call: Call):
+    """Hardtanh and its subclass ReLU6 (min 0, max 6)."""
+    return TorchOp.HARDTANH, (float(m.min_val), float(m.max_val))
+
+
+def _lstm(m: nn.LSTM, call: Call):
+    """An LSTM unrolled over the input's sequence length by the builder; `hx` (h0, c0) optional."""
+    call.expect(not m.bidirectional, "bidirectional=True is not supported")
+    call.expect(m.proj_size == 0, f"proj_size={m.proj_size} is not supported")
+    call.tensor(0, "input")
+    hx = call.arg(1, "hx", None)
+    call.expect(hx is None or (isinstance(hx, (tuple, list)) and len(hx) == 2
+                               and all(isinstance(t, fx.Node) for t in hx)),
+                f"hx must be None or a pair (h0, c0) of tensors of the model, got {hx!r}")
+    return TorchOp.LSTM, (m.input_size, m.hidden_size, m.num_layers, m.bias, m.batch_first,
+                          float(m.dropout))
 
 
 def _dropout(m: nn.Dropout, call: Call):
@@ -115,18 +145,21 @@ def _attention(m: nn.MultiheadAttention, call: Call):
         m.bias_k is not None, m.add_zero_attn, m.batch_first)
 
 
-def _no_params(op_type: OpType):
+def _no_params(op_type: OpType | TorchOp):
     return lambda m, call: (op_type, ())
 
 
 MODULES = {
-    nn.Linear: _linear, nn.Conv2d: _conv2d, nn.MaxPool2d: _max_pool, nn.AvgPool2d: _avg_pool,
-    nn.AdaptiveAvgPool2d: _adaptive_avg, nn.AdaptiveMaxPool2d: _adaptive_max,
+    nn.Linear: _linear, nn.Conv1d: _conv, nn.Conv2d: _conv, nn.MaxPool2d: _max_pool,
+    nn.AvgPool2d: _avg_pool, nn.AdaptiveAvgPool2d: _adaptive_avg,
+    nn.AdaptiveMaxPool2d: _adaptive_max,
     nn.BatchNorm1d: _batch_norm, nn.BatchNorm2d: _batch_norm, nn.LayerNorm: _layer_norm,
     nn.Dropout: _dropout, nn.Flatten: _flatten, nn.ReLU: _no_params(OpType.RELU),
     nn.Sigmoid: _no_params(OpType.SIGMOID), nn.Tanh: _no_params(OpType.TANH), nn.ELU: _elu,
     nn.GELU: _gelu, nn.Identity: _no_params(OpType.IDENTITY), nn.Softmax: _softmax,
     nn.Embedding: _embedding, nn.MultiheadAttention: _attention,
+    nn.SiLU: _no_params(TorchOp.SILU), nn.ReLU6: _hardtanh, nn.Hardtanh: _hardtanh,
+    nn.GroupNorm: _group_norm, nn.LSTM: _lstm,
 }
 
 

@@ -93,7 +93,7 @@ def test_unsupported_operator_lists_the_supported_ones():
         ONNXModel(model(nodes, {"x": X}, ["y"]))
     message = str(error.value)
     assert "node 'hm' (Hardmax): operator Hardmax is not supported" in message
-    assert "Supported operators: Add, AveragePool" in message and "Gemm" in message
+    assert "Supported operators: Add, And, AveragePool" in message and "Gemm" in message
 
 
 def test_operator_of_another_domain():

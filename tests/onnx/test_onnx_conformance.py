@@ -24,7 +24,8 @@ OPERATOR_MODULES = (
     "add sub mul div pow sqrt reciprocal exp relu leakyrelu elu sigmoid tanh gelu erf softmax "
     "logsoftmax conv maxpool averagepool globalaveragepool globalmaxpool batch_normalization "
     "layernormalization dropout flatten reshape transpose concat split squeeze unsqueeze "
-    "identity cast constant shape gather slice reducemean reducesum pad clip gemm matmul").split()
+    "identity cast constant shape gather slice reducemean reducesum pad clip gemm matmul "
+    "isnan isinf not_ and_ or_ xor neg").split()
 
 
 def _node_cases():

@@ -1,0 +1,168 @@
+"""Which float initializers of an ONNX file are the model's parameters (they train) and which are
+constants its exporter stored as initializers (they do not): attention scales, activation
+constants, masks, position tables, buffers.
+
+ONNX does not mark parameters, and exporters name them unreliably: torch names a module's
+parameter after its state (`encoder.layer.0.output.dense.bias`), but a weight it transposed
+for a MatMul `onnx::MatMul_39` or `val_37`, and a constant `val_7`. What tells them apart here,
+in this order:
+
+1. `ONNXModel(..., parameters=[...])` names the parameters outright;
+2. an initializer that is not a float is a constant;
+3. one read by a weight operand of an operator that owns weights (the kernel and bias of Gemm,
+   Conv and a MatMul by a constant, a normalisation's scale and bias, the table of an embedding
+   lookup), directly or through layout operators (transposes, reshapes, casts), is a parameter;
+4. so is one applied to the output of such an operator, or to the result of such an
+   application: added (a bias the exporter wrote apart), or multiplied as a vector along one
+   dim (a per-channel scale: a batch norm written out as Mul and Add);
+5. so is one named as torch names a module's parameter (a dotted path ending in `.weight` or
+   `.bias`: RMSNorm's scale, read by a Mul);
+6. anything else is a constant. Where it is a float tensor of more than one element with
+   values a parameter could hold (not a mask's infinities or float extremes), the graph does
+   not say which it is: a warning names such initializers and the keyword that makes them
+   train.
+
+An initializer read by several operators that own weights trains a copy in each of their
+layers, which a warning says: right where the exporter stored equal parameters once (torch's
+exporters do), wrong where the model ties them (an embedding shared with its output layer),
+and the file does not say which. BatchNormalization's running statistics are statistics:
+the layer updates them, gradients do not.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable
+
+import numpy as np
+
+from .errors import ONNXImportError, ONNXImportWarning
+from .loader import GraphInfo
+
+# Operators that only move a value's elements: a parameter keeps being one through them.
+LAYOUT_OPS = {"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Cast",
+              "CastLike"}
+# Operators that own weights: op type -> the input positions that are their weights.
+WEIGHT_OPERANDS = {"Gemm": (1, 2), "Conv": (1, 2), "MatMul": (0, 1),
+                   "BatchNormalization": (1, 2), "LayerNormalization": (1, 2),
+                   "InstanceNormalization": (1, 2), "GroupNormalization": (1, 2)}
+STATISTIC_OPERANDS = {"BatchNormalization": (3, 4)}  # running mean and variance
+PARAMETER_SUFFIXES = (".weight", ".bias")
+MASK_MAGNITUDE = 1e30  # beyond any trained weight: the "minus infinity" of a mask
+LISTED = 8  # initializers a warning names before it counts the rest
+
+
+def parameter_names(info: GraphInfo, named: Iterable[str] | None = None) -> frozenset[str]:
+    """The names of the initializers of `info` that are parameters, as the module docstring
+    decides, warning where the graph does not tell; `named` gives them outright."""
+    floats = {name for name, array in info.initializers.items() if array.dtype.kind == "f"}
+    if named is not None:
+        return _checked(info, named, floats)
+    origin = _origins(info)
+    owners: dict[str, list[str]] = {}
+    for node in info.nodes:
+        for name in _weight_operands(node, origin):
+            owners.setdefault(origin[name], []).append(node.name or node.output[0])
+    parameters = set(owners) & floats
+    parameters |= _affine(info, origin) & floats
+    parameters |= {name for name in floats if name.endswith(PARAMETER_SUFFIXES)}
+    _warn_undecided(info, floats - parameters - _statistics(info, origin))
+    _warn_tied(info, {name: readers for name, readers in owners.items() if len(readers) > 1})
+    return frozenset(parameters)
+
+
+def _checked(info: GraphInfo, named: Iterable[str], floats: set[str]) -> frozenset[str]:
+    names = [named] if isinstance(named, str) else list(named)
+    wrong = [name for name in names if name not in floats]
+    if wrong:
+        raise ONNXImportError(f"{info.source}: parameters= names {wrong}, which are not float "
+                              f"initializers of the graph")
+    return frozenset(names)
+
+
+def _origins(info: GraphInfo) -> dict[str, str]:
+    """Value name -> the initializer it is, for initializers and what layout operators make
+    of one (with only constant other inputs: a Reshape's shape)."""
+    origin = {name: name for name in info.initializers}
+    for node in info.nodes:
+        sources = [origin[name] for name in node.input[:1] if name in origin]
+        if node.op_type in LAYOUT_OPS and sources and all(
+                name in info.initializers or name in origin for name in node.input if name):
+            origin.update((name, sources[0]) for name in node.output if name)
+    return origin
+
+
+def _weight_operands(node, origin: dict[str, str]) -> list[str]:
+    """The names of the inputs of `node` that are weights it owns: initializers
+    (or layout views of one) at its weight positions; a MatMul's only where the other operand
+    is computed by the model, a Gather's table only where its indices are."""
+    inputs = list(node.input)
+    if node.op_type == "Gather":
+        positions = (0,) if len(inputs) > 1 and inputs[1] not in origin else ()
+    elif node.op_type == "MatMul":
+        positions = tuple(i for i in (0, 1) if len(inputs) > 1 and inputs[1 - i] not in origin)
+    else:
+        positions = WEIGHT_OPERANDS.get(node.op_type, ())
+    return [inputs[i] for i in positions if i < len(inputs) and inputs[i] in origin]
+
+
+def _statistics(info: GraphInfo, origin: dict[str, str]) -> set[str]:
+    """Initializers that are running statistics of a normalisation."""
+    return {origin[node.input[i]] for node in info.nodes
+            for i in STATISTIC_OPERANDS.get(node.op_type, ())
+            if i < len(node.input) and node.input[i] in origin}
+
+
+def _affine(info: GraphInfo, origin: dict[str, str]) -> set[str]:
+    """Initializers of more than one element applied to the output of an operator that owns
+    weights, or to the result of such an application: added (a bias), or multiplied where they
+    are a vector along one dim (a per-channel scale: a batch norm written out as Mul and
+    Add)."""
+    applied = {node.output[0] for node in info.nodes
+               if node.output and _weight_operands(node, origin)}
+    found = set()
+    for node in info.nodes:
+        if node.op_type not in ("Add", "Mul") or not applied.intersection(node.input):
+            continue
+        operands = [origin[name] for name in node.input if name in origin
+                    and _applies(node.op_type, info.initializers[origin[name]])]
+        if operands:
+            found.update(operands)
+            applied.add(node.output[0])
+    return found
+
+
+def _applies(op_type: str, array: np.ndarray) -> bool:
+    if array.size < 2:
+        return False
+    return op_type == "Add" or sum(d > 1 for d in array.shape) == 1
+
+
+def _warn_undecided(info: GraphInfo, constants: set[str]) -> None:
+    undecided = sorted(name for name in constants if _could_be_trained(info.initializers[name]))
+    if undecided:
+        warnings.warn(ONNXImportWarning(
+            f"{info.source}: {len(undecided)} float initializer(s) read only by element-wise "
+            f"operators, where the graph does not tell a parameter from a constant, are kept "
+            f"constant: {_listed(info, undecided)}; if any is a parameter of the model, name "
+            f"the parameters: ONNXModel(..., parameters=[...])"), stacklevel=4)
+
+
+def _warn_tied(info: GraphInfo, shared: dict[str, list[str]]) -> None:
+    if shared:
+        described = "; ".join(f"'{name}' by {', '.join(readers)}"
+                              for name, readers in sorted(shared.items())[:LISTED])
+        warnings.warn(ONNXImportWarning(
+            f"{info.source}: initializers read by several layers that own weights train a "
+            f"separate copy in each (right for equal parameters stored once, wrong for tied "
+            f"ones): {described}"),
+            stacklevel=4)
+
+
+def _could_be_trained(array: np.ndarray) -> bool:
+    return array.size > 1 and bool(np.all(np.abs(array) < MASK_MAGNITUDE))
+
+
+def _listed(info: GraphInfo, names: list[str]) -> str:
+    shown = ", ".join(f"'{n}' {tuple(info.initializers[n].shape)}" for n in names[:LISTED])
+    return shown + (f" and {len(names) - LISTED} more" if len(names) > LISTED else "")
