@@ -138,6 +138,10 @@ PASSING = _names("""
     transpose_all_permutations_3 transpose_all_permutations_4 transpose_all_permutations_5
     transpose_default unsqueeze_axis_0 unsqueeze_axis_1 unsqueeze_axis_2 unsqueeze_negative_axes
     unsqueeze_three_axes unsqueeze_two_axes unsqueeze_unsorted_axes wrap_pad
+    isnan isinf isinf_negative isinf_positive neg neg_example not_2d not_3d not_4d
+    and2d and3d and4d and_bcast3v1d and_bcast3v2d and_bcast4v2d and_bcast4v3d and_bcast4v4d
+    or2d or3d or4d or_bcast3v1d or_bcast3v2d or_bcast4v2d or_bcast4v3d or_bcast4v4d
+    xor2d xor3d xor4d xor_bcast3v1d xor_bcast3v2d xor_bcast4v2d xor_bcast4v3d xor_bcast4v4d
 """)
 
 # Why the other cases are not run. All but RANDOM fail with a clear ONNXImportError.
@@ -179,7 +183,7 @@ UNSUPPORTED = {
     cast_no_saturate_FLOAT16_to_FLOAT8E5M2FNUZ clip_default_int8_inbounds
     clip_default_int8_inbounds_expanded clip_default_int8_max clip_default_int8_max_expanded
     clip_default_int8_min clip_default_int8_min_expanded div_int16 div_int8 div_uint16
-    div_uint32 div_uint64 div_uint8 maxpool_2d_uint8 mul_int16 mul_int8 mul_uint16 mul_uint32
+    div_uint32 div_uint64 div_uint8 isinf_float16 isnan_float16 maxpool_2d_uint8 mul_int16 mul_int8 mul_uint16 mul_uint32
     mul_uint64 mul_uint8 sub_int16 sub_int8 sub_uint16 sub_uint32 sub_uint64 sub_uint8
     """),
     OUTPUT_DTYPE: _names("""

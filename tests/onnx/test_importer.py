@@ -3,6 +3,8 @@ initializers as weights, constant folding, trainable and frozen constants, older
 operators composed from several layers, each checked against ONNX's reference implementation or
 PyTorch."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -11,6 +13,7 @@ from onnx import helper
 from flexflow.core import (CompMode, DataType, FFConfig, FFModel, LossType, SGDOptimizer,
                            Tensor)
 from flexflow.onnx import ONNXModel, ONNXModelKeras
+from flexflow.onnx.errors import ONNXImportWarning
 
 from .graphs import assert_matches_reference, model, randn, run_flexflow, run_reference
 
@@ -102,8 +105,10 @@ def test_constant_outputs_come_back_as_arrays():
     assert isinstance(shape, np.ndarray) and shape.tolist() == [BATCH, 7]
 
 
-def test_initializer_operands_train_and_constant_nodes_do_not():
-    """y = x * scale + offset, scale an initializer (a parameter), offset a Constant node."""
+def _scale_offset_step(**options):
+    """y = x * scale + offset, scale an initializer read only by a Mul (the graph does not say
+    whether it is a parameter), offset a Constant node; one SGD step. The weights of the model
+    before and after it, by value: scale's and offset's."""
     scale, offset = randn(4, seed=1), randn(4, seed=2)
     nodes = [helper.make_node("Constant", [], ["offset"],
                               value=helper.make_tensor("v", 1, [4], offset)),
@@ -112,25 +117,41 @@ def test_initializer_operands_train_and_constant_nodes_do_not():
     proto = model(nodes, {"x": (BATCH, 4)}, ["y"], {"scale": scale})
     ffmodel = new_ffmodel()
     x = ffmodel.create_tensor([BATCH, 4], DataType.DT_FLOAT)
-    ONNXModel(proto).apply(ffmodel, {"x": x})
+    ONNXModel(proto, **options).apply(ffmodel, {"x": x})
     ffmodel.compile(optimizer=SGDOptimizer(ffmodel, 0.1),
                     loss_type=LossType.LOSS_MEAN_SQUARED_ERROR_AVG_REDUCE)
-    weights = {op.op_name: op.get_parameter_by_id(0) for op in ffmodel.get_layers().values()
-               if op.get_number_parameters()}
-    assert len(weights) == 2
-    before = {name: p.get_weights(ffmodel) for name, p in weights.items()}
+    weights = [op.get_parameter_by_id(0) for op in ffmodel.get_layers().values()
+               if op.get_number_parameters()]
+    before = [p.get_weights(ffmodel) for p in weights]
     data, label = randn(BATCH, 4, seed=3), randn(BATCH, 4, seed=4)
     x.set_tensor(ffmodel, data)
     ffmodel.label_tensor.set_tensor(ffmodel, label)
     ffmodel.train_step()
+    after = [p.get_weights(ffmodel) for p in weights]
+    (scale_at,) = [i for i, w in enumerate(before) if np.array_equal(w, scale)]
+    (offset_at,) = [i for i, w in enumerate(before) if np.array_equal(w, offset)]
     s = torch.tensor(scale, requires_grad=True)
     ((torch.tensor(data) * s + torch.tensor(offset) - torch.tensor(label)) ** 2).mean().backward()
-    after = {name: p.get_weights(ffmodel) for name, p in weights.items()}
-    (scale_name,) = [n for n in before if np.array_equal(before[n], scale)]
-    (offset_name,) = [n for n in before if np.array_equal(before[n], offset)]
-    np.testing.assert_allclose(after[scale_name], (s - 0.1 * s.grad).detach().numpy(),
-                               rtol=1e-5, atol=1e-7)
-    np.testing.assert_array_equal(after[offset_name], offset)
+    return {"scale": (scale, after[scale_at], (s - 0.1 * s.grad).detach().numpy()),
+            "offset": (offset, after[offset_at])}
+
+
+def test_an_initializer_the_graph_does_not_tell_stays_constant_with_a_warning():
+    with pytest.warns(ONNXImportWarning, match=r"kept constant: 'scale' \(4,\); .*"
+                                               r"ONNXModel\(\.\.\., parameters="):
+        weights = _scale_offset_step()
+    scale, after, _ = weights["scale"]
+    np.testing.assert_array_equal(after, scale)
+    np.testing.assert_array_equal(*weights["offset"])  # a Constant node never trains
+
+
+def test_initializers_named_parameters_train_and_constant_nodes_do_not():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ONNXImportWarning)  # named: nothing left undecided
+        weights = _scale_offset_step(parameters=["scale"])
+    _, after, sgd = weights["scale"]
+    np.testing.assert_allclose(after, sgd, rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(*weights["offset"])
 
 
 def test_numpy_inputs_are_constants():
