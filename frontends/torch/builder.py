@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import math
 import operator
+from functools import partial
 from typing import Callable
 
 from flexflow.initializers import ArrayInitializer, NormInitializer
 from flexflow.tensor import Tensor
 from flexflow.type import ActiMode, AggrMode, DataType, OpType, PoolType
 
+from .composed import COMPOSED, pieces
 from .fallbacks import flexflow_split, warn_torch_weights_unused
 from .ir import ConversionError, IRNode, Ref, format_node
 from .pooling import ADAPTIVE
@@ -50,9 +52,7 @@ MAX_EXPONENT = 64
 
 
 def _normalize(dim: int, rank: int, node: IRNode) -> int:
-    if not -rank <= dim < rank:
-        raise node.error(f"dim {dim} is out of range for a tensor of rank {rank}")
-    return dim % rank
+    return node.dim(dim, rank)
 
 
 def _python_op(node: IRNode, op_type: OpType, a, b):
@@ -170,6 +170,8 @@ class Builder:
             return self._unary
         if node.op_type in (OpType.FLOAT, OpType.CONTIGUOUS, OpType.TYPE_AS, OpType.TO):
             return self._convert
+        if node.op_type in COMPOSED:
+            return partial(COMPOSED[node.op_type], self)
         method = _BUILDERS.get(node.op_type)
         if method is None:
             raise node.error(f"{node.op_type.name} nodes are not supported")
@@ -239,13 +241,19 @@ class Builder:
         return self._weights(node, y)
 
     def _conv2d(self, node, args, params):
+        """A Conv1d's (N, C, L) input runs as (N, C, 1, L) (modules.py)."""
         oc, kh, kw, sh, sw, ph, pw, activation, groups, bias = params
         shared = self._shared(node)
-        y = self.ff.conv2d(input=self._tensor(node, args[0]), out_channels=oc, kernel_h=kh,
-                           kernel_w=kw, stride_h=sh, stride_w=sw, padding_h=ph, padding_w=pw,
+        x = self._tensor(node, args[0])
+        one_d = x.num_dims == 3
+        if one_d:
+            x = self._reshape(x, x.dims[:2] + (1,) + x.dims[2:], f"{node.name}_2d")
+        y = self.ff.conv2d(input=x, out_channels=oc, kernel_h=kh, kernel_w=kw, stride_h=sh,
+                           stride_w=sw, padding_h=ph, padding_w=pw,
                            activation=ActiMode(activation), groups=groups, use_bias=bool(bias),
                            shared_op=shared, name=node.name)
-        return self._weights(node, y)
+        self._weights(node, y)
+        return self._reshape(y, y.dims[:2] + y.dims[3:], f"{node.name}_1d") if one_d else y
 
     def _batch_norm(self, node, args, params):
         """BatchNorm1d/2d: torch's has no fused ReLU. (N, C) and (N, C, L) inputs are normalised
@@ -444,7 +452,7 @@ class Builder:
         if isinstance(sizes, int):
             if sizes <= 0:
                 raise node.error(f"split size must be positive, got {sizes}")
-            sizes = [sizes] * (length // sizes) + ([length % sizes] if length % sizes else [])
+            sizes = pieces(length, sizes)
         return self.ff.split(input=x, sizes=list(sizes), axis=dim, name=node.name)
 
     def _getitem(self, node, args, params):

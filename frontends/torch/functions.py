@@ -24,7 +24,7 @@ from flexflow.type import OpType, PoolType
 
 from . import pooling
 from .call import Call, is_number
-from .ir import Ref
+from .ir import Ref, TorchOp
 
 REVERSED = "reversed"
 
@@ -138,7 +138,7 @@ def _flatten(call: Call):
     return (OpType.FLAT, ()) if (start, end) == (1, -1) else (OpType.FLAT, (start, end))
 
 
-def _unary(op_type: OpType):
+def _unary(op_type: OpType | TorchOp):
     def convert(call: Call):
         call.tensor(0, "input")
         return op_type, ()
@@ -206,6 +206,64 @@ def _layer_norm(call: Call):
                 "F.layer_norm with weight or bias is not supported; use nn.LayerNorm")
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     return OpType.LAYER_NORM, (shape, float(call.arg(4, "eps", 1e-5)), False)
+
+
+def _in_order(call: Call, names: str, tensors: list) -> None:
+    """The builder takes a node's tensors in the order of its arguments, keywords last as
+    written: tensors given by keyword in another order would be mistaken for one another."""
+    order: list[fx.Node] = []
+    fx.node.map_arg((call.args, call.kwargs), order.append)
+    call.expect(order == [t for t in tensors if t is not None],
+                f"{names} must be passed in this order")
+
+
+def _group_norm(call: Call):
+    x = call.tensor(0, "input")
+    weight, bias = call.arg(2, "weight", None), call.arg(3, "bias", None)
+    call.expect(all(isinstance(t, fx.Node) for t in (weight, bias)) or weight is bias is None,
+                "weight and bias must both be tensors of the model, or both None")
+    _in_order(call, "input, weight and bias", [x, weight, bias])
+    return TorchOp.GROUP_NORM, (call.arg(1, "num_groups"), None, float(call.arg(4, "eps", 1e-5)),
+                                weight is not None)
+
+
+def _attention(call: Call):
+    """F.scaled_dot_product_attention: dropout_p applies in training only, as FFModel's dropout
+    does (torch's functional drops whenever dropout_p > 0)."""
+    tensors = [call.tensor(index, name) for index, name in enumerate(("query", "key", "value"))]
+    mask, causal = call.arg(3, "attn_mask", None), call.arg(5, "is_causal", False)
+    dropout, scale = call.arg(4, "dropout_p", 0.0), call.arg(6, "scale", None)
+    call.expect(mask is None or isinstance(mask, fx.Node),
+                f"attn_mask must be a tensor of the model, got {mask!r}")
+    call.expect(mask is None or not causal, "attn_mask with is_causal=True is not supported")
+    call.expect(not call.arg(7, "enable_gqa", False), "enable_gqa=True is not supported")
+    call.expect(is_number(dropout) and (scale is None or is_number(scale)),
+                f"dropout_p {dropout!r} and scale {scale!r} must be numbers")
+    _in_order(call, "query, key, value and attn_mask", tensors + [mask])
+    return TorchOp.SCALED_DOT_PRODUCT_ATTENTION, (float(dropout), bool(causal),
+                                                  None if scale is None else float(scale))
+
+
+def _hardtanh(call: Call):
+    call.tensor(0, "input")
+    low, high = call.arg(1, "min_val", -1.0), call.arg(2, "max_val", 1.0)
+    call.expect(is_number(low) and is_number(high) and low < high,
+                f"min_val {low!r} and max_val {high!r} must be numbers, min_val the lower")
+    return TorchOp.HARDTANH, (float(low), float(high))
+
+
+def _relu6(call: Call):
+    call.tensor(0, "input")
+    return TorchOp.HARDTANH, (0.0, 6.0)
+
+
+def _chunk(call: Call):
+    call.tensor(0, "input")
+    chunks, dim = call.arg(1, "chunks"), call.arg(2, "dim", 0)
+    call.expect(isinstance(chunks, int) and not isinstance(chunks, bool) and chunks > 0
+                and isinstance(dim, int), f"chunks {chunks!r} must be a positive int and dim "
+                f"{dim!r} an int")
+    return TorchOp.CHUNK, (chunks, dim)
 
 
 def _transpose(call: Call):
@@ -297,7 +355,9 @@ FUNCTIONS = {
     F.dropout: _dropout, F.max_pool2d: _max_pool2d, F.avg_pool2d: _avg_pool2d,
     F.adaptive_avg_pool2d: _adaptive_pool2d(PoolType.POOL_AVG),
     F.adaptive_max_pool2d: _adaptive_pool2d(PoolType.POOL_MAX),
-    F.layer_norm: _layer_norm, torch.transpose: _transpose, torch.permute: _permute,
+    F.layer_norm: _layer_norm, F.group_norm: _group_norm, F.silu: _unary(TorchOp.SILU),
+    F.relu6: _relu6, F.hardtanh: _hardtanh, torch.chunk: _chunk,
+    F.scaled_dot_product_attention: _attention, torch.transpose: _transpose, torch.permute: _permute,
     torch.reshape: _shape_op(OpType.RESHAPE), torch.unsqueeze: _unsqueeze, torch.mean: _mean,
 }
 
@@ -312,7 +372,7 @@ METHODS = {
     "view": _shape_op(OpType.VIEW), "reshape": _shape_op(OpType.RESHAPE),
     "view_as": _shape_op(OpType.VIEW), "reshape_as": _shape_op(OpType.RESHAPE),
     "expand": _shape_op(OpType.EXPAND), "expand_as": _shape_op(OpType.EXPAND),
-    "unsqueeze": _unsqueeze, "mean": _mean, "contiguous": _tensor_method(OpType.CONTIGUOUS),
+    "unsqueeze": _unsqueeze, "mean": _mean, "chunk": _chunk, "contiguous": _tensor_method(OpType.CONTIGUOUS),
     "float": _tensor_method(OpType.FLOAT), "type_as": _tensor_method(OpType.TYPE_AS), "to": _to,
 }
 

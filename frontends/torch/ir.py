@@ -72,9 +72,11 @@ class TorchOp(Enum):
     SILU = 3001                          # x * sigmoid(x)
     HARDTANH = 3002                      # ; min; max (ReLU6: 0.0; 6.0)
     CHUNK = 3003                         # ; chunks; dim
-    GROUP_NORM = 3004                    # ; groups; channels; eps; affine
+    GROUP_NORM = 3004                    # ; groups; channels; eps; affine (inputs x[, w, b])
     SCALED_DOT_PRODUCT_ATTENTION = 3005  # ; dropout_p; is_causal; scale (inputs q, k, v[, mask])
     LSTM = 3006                          # ; input; hidden; layers; bias; batch_first; dropout
+    # (inputs x[, h0, c0]); the parameters' meanings and types are those of the torch module or
+    # function they come from, listed in composed.py, which builds them
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,13 @@ class IRNode:
         """An error about this node, naming it, its op and where it comes from."""
         where = f" ({self.where})" if self.where else ""
         return ConversionError(f"node '{self.name}' ({self.op_type.name}){where}: {what}")
+
+    def dim(self, dim: int, rank: int) -> int:
+        """`dim` of a tensor of `rank` as a non-negative index (torch counts from the end when it
+        is negative); an error naming this node when it is out of range."""
+        if not -rank <= dim < rank:
+            raise self.error(f"dim {dim} is out of range for a tensor of rank {rank}")
+        return dim % rank
 
 
 # ---- parameters ---------------------------------------------------------------------------------

@@ -105,8 +105,13 @@ def _attention(node: IRNode, named: dict) -> list[np.ndarray]:
 def ff_arrays(node: IRNode, named: dict[str, np.ndarray]) -> list[np.ndarray]:
     """The FlexFlow weights of the layer built for `node`, from its torch tensors."""
     kind = node.op_type
-    if kind in (OpType.LINEAR, OpType.CONV2D):
+    if kind == OpType.LINEAR:
         return _with_bias(node, named, "weight", "bias")
+    if kind == OpType.CONV2D:  # a Conv1d's kernel (O, C, k) is CONV2D's (O, C, 1, k)
+        kernel, *bias = _with_bias(node, named, "weight", "bias")
+        if kernel.ndim == 3:
+            kernel = kernel[:, :, np.newaxis, :]
+        return [kernel, *bias]
     if kind == OpType.BATCH_NORM:
         return _take(node, named, "weight", "bias", "running_mean", "running_var")
     if kind == OpType.LAYER_NORM:
