@@ -1,4 +1,10 @@
-"""A torch.nn.Module -> IR nodes and its weights, through torch.fx.
+"""A torch.nn.Module -> IR nodes and its weights, through torch.fx or else torch.export.
+
+torch.fx is the first choice: it needs no inputs and keeps sizes computed in the graph. Where it
+cannot trace the model (a Hugging Face model, data-dependent Python), the model is exported with
+torch.export on example inputs and its aten graph translated by aten.py; Hugging Face models
+(`PyTorchModel(..., is_hf_model=True)`) go that way at once. The examples fix the shapes: a model
+imported that way is built for their batch and sequence length.
 
 The module is traced symbolically (`torch.fx.Tracer`, recording source lines for error messages);
 nodes whose results nothing uses are dropped. Each node becomes one IR node, in the graph's
@@ -13,13 +19,19 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 
-from flexflow.type import OpType
+from flexflow.tensor import Tensor
+from flexflow.type import DataType, OpType
 
+from . import aten
 from .call import Call, describe_target, source_line
 from .functions import function_op
-from .ir import ONNX_ROUTE, ConversionError, IRNode, all_errors, format_param, parse_param
+from .ir import ONNX_ROUTE, ConversionError, IRNode, all_errors
 from .modules import module_op, module_state
 from .weights import BUFFER, PARAMETER, TorchState
+
+_TORCH_TYPES = {DataType.DT_FLOAT: torch.float32, DataType.DT_DOUBLE: torch.float64,
+                DataType.DT_INT32: torch.int32, DataType.DT_INT64: torch.int64,
+                DataType.DT_BOOLEAN: torch.bool}
 
 
 def trace(model: nn.Module) -> fx.GraphModule:
@@ -84,10 +96,50 @@ def _record_state(node: fx.Node, root: nn.Module, state: TorchState, owners: dic
         state.tensors[node.name] = named
 
 
-def to_ir(model: nn.Module) -> tuple[list[IRNode], TorchState]:
+def to_ir(model: nn.Module, example_inputs=None, *,
+          export_first: bool = False) -> tuple[list[IRNode], TorchState]:
     """IR nodes of `model` (v2 parameters, normalised as they read back from a file) and its
-    weights. Every node that cannot be translated is named in one error, with the ONNX route."""
-    module = trace(model)
+    weights. Every node that cannot be translated is named in one error, with the ONNX route.
+
+    `example_inputs` (a tuple of tensors, or a dict of keyword tensors) let torch.export trace
+    the model where torch.fx cannot, or at once with `export_first`."""
+    if export_first:
+        return _exported(model, example_inputs, None)
+    try:
+        module = trace(model)
+    except ConversionError as error:
+        return _exported(model, example_inputs, error)
+    return _from_fx(model, module)
+
+
+def examples(tensors, names=None):
+    """Zeros shaped and typed as FFModel input `tensors`, for torch.export to trace on: a tuple,
+    or a dict under `names` (a Hugging Face model's keyword inputs). None when some are not
+    FFModel tensors (the builder then says which)."""
+    if not all(isinstance(t, Tensor) and t.data_type in _TORCH_TYPES for t in tensors):
+        return None
+    zeros = tuple(torch.zeros(t.dims, dtype=_TORCH_TYPES[t.data_type]) for t in tensors)
+    if names is None:
+        return zeros
+    if len(names) != len(zeros):
+        raise ConversionError(f"input_names {list(names)} name {len(names)} inputs, got "
+                              f"{len(zeros)} input tensors")
+    return dict(zip(names, zeros))
+
+
+def _exported(model: nn.Module, example_inputs, fx_error: ConversionError | None):
+    if example_inputs is None:
+        why = f"{fx_error}\n" if fx_error is not None else ""
+        raise ConversionError(
+            f"{why}torch.export can trace {type(model).__name__} given example inputs, which "
+            f"the in-process route takes from its input tensors (torch_to_ff); for a file, give "
+            f"PyTorchModel example_inputs=(tensors...) or, for a Hugging Face model, "
+            f"is_hf_model=True with batch_size and seq_length")
+    program = aten.export_program(model, example_inputs)
+    return aten.to_ir(program, type(model).__name__)
+
+
+def _from_fx(model: nn.Module, module: fx.GraphModule) -> tuple[list[IRNode], TorchState]:
     root = module
     nodes, state, owners, errors = [], TorchState(), {}, []
     for node in module.graph.nodes:
@@ -100,8 +152,7 @@ def to_ir(model: nn.Module) -> tuple[list[IRNode], TorchState]:
             continue
         _record_state(node, root, state, owners)
         nodes.append(IRNode(node.name, _input_names(node), tuple(u.name for u in node.users),
-                            op_type, tuple(parse_param(format_param(p)) for p in params),
-                            call.where))
+                            op_type, aten.normalized(params), call.where))
     if errors:
         raise all_errors(errors, type(model).__name__, hint=ONNX_ROUTE)
     return nodes, state

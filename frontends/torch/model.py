@@ -10,7 +10,11 @@ r21.x:
 
     outputs = PyTorchModel("mlp.ff").apply(ffmodel, [x])    # or PyTorchModel(model=model)
 
-Each returns the list of FlexFlow tensors the torch model returns. Beyond FlexFlow, the torch
+Each returns the list of FlexFlow tensors the torch model returns. A model torch.fx cannot
+trace is exported with torch.export on example inputs (export.py): zeros shaped as the input
+tensors in-process; for a file, `example_inputs=`, or for a Hugging Face model
+(`is_hf_model=True`, exported at once) `input_names` (default `["input_ids"]`) each of
+`(batch_size, seq_length)` int64. Beyond FlexFlow, the torch
 model's weights come along: `torch_to_ff` gives its parameters and buffers to the layers as their
 initial values (the values `ffmodel.compile()` creates the weights with), and `torch_to_file`
 writes them to `<file>.npz`, which `file_to_ff` uses the same way when it is present (see
@@ -24,19 +28,21 @@ from pathlib import Path
 
 from . import ir
 from .builder import Builder
-from .export import to_ir
+import torch
+
+from .export import examples, to_ir
 from .weights import TorchState, npz_path
 
 
 class PyTorchModel:
     def __init__(self, model=None, is_hf_model: bool = False, input_names=None,
-                 batch_size: int = 1, seq_length=None, *, filename=None):
-        """`model` is a torch.nn.Module, or (r21.x) the name of a `.ff` file to import."""
+                 batch_size: int = 1, seq_length=None, *, filename=None, example_inputs=None):
+        """`model` is a torch.nn.Module, or (r21.x) the name of a `.ff` file to import.
+        `example_inputs` (a tuple of tensors, or a dict of keyword tensors) are what
+        torch.export traces on when torch.fx cannot trace the model and no input tensors give
+        the shapes (torch_to_file, torch_to_string)."""
         if isinstance(model, (str, os.PathLike)):
             model, filename = None, model
-        if is_hf_model:
-            raise NotImplementedError("HuggingFace models (is_hf_model=True) need "
-                                      "transformers.utils.fx tracing, which is not supported")
         if model is None and filename is None:
             raise ValueError("PyTorchModel needs a torch.nn.Module or a .ff filename")
         self.model = model
@@ -44,6 +50,8 @@ class PyTorchModel:
         self.input_names = input_names
         self.batch_size = batch_size
         self.seq_length = seq_length
+        self.is_hf_model = is_hf_model
+        self.example_inputs = example_inputs
 
     def _require_model(self, what: str):
         if self.model is None:
@@ -51,15 +59,31 @@ class PyTorchModel:
                              f"{self.filename} (use apply or file_to_ff)")
         return self.model
 
+    def _ir(self, what: str, input_tensors=None):
+        """IR and weights of the model; torch.export's examples from `input_tensors` if given."""
+        model = self._require_model(what)
+        names = (self.input_names or ["input_ids"]) if self.is_hf_model else None
+        if input_tensors is not None:
+            example = examples(input_tensors, names)
+        elif self.example_inputs is not None or not self.is_hf_model:
+            example = self.example_inputs
+        else:
+            if not isinstance(self.seq_length, int):
+                raise ValueError(f"{what}() of a Hugging Face model needs seq_length (an int) and "
+                                 f"batch_size: torch.export traces it for fixed shapes")
+            shape = (self.batch_size, self.seq_length)
+            example = {name: torch.zeros(shape, dtype=torch.int64) for name in names}
+        return to_ir(model, example, export_first=self.is_hf_model)
+
     # ---- export ---------------------------------------------------------------------------------
     def torch_to_string(self) -> list[str]:
         """The model's `.ff` lines (v2 format), without newlines."""
-        nodes, _ = to_ir(self._require_model("torch_to_string"))
+        nodes, _ = self._ir("torch_to_string")
         return [ir.format_node(node) for node in nodes]
 
     def torch_to_file(self, filename, weights: bool = True) -> None:
         """Write the `.ff` file and, with `weights`, the model's weights to `<filename>.npz`."""
-        nodes, state = to_ir(self._require_model("torch_to_file"))
+        nodes, state = self._ir("torch_to_file")
         Path(filename).write_text("".join(ir.format_node(node) + "\n" for node in nodes))
         if weights:
             state.save(npz_path(filename))
@@ -67,7 +91,7 @@ class PyTorchModel:
     # ---- import ---------------------------------------------------------------------------------
     def torch_to_ff(self, ffmodel, input_tensors, verbose: bool = False) -> list:
         """Build the torch model into `ffmodel` (with its weights); returns its outputs."""
-        nodes, state = to_ir(self._require_model("torch_to_ff"))
+        nodes, state = self._ir("torch_to_ff", input_tensors)
         return Builder(ffmodel, state, verbose).build(nodes, input_tensors)
 
     @staticmethod
