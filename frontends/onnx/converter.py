@@ -31,7 +31,7 @@ from .errors import ONNXImportError
 from .fold_limits import FoldBudget, check_foldable
 from .loader import GraphInfo
 from .node import Node
-from .parameters import LAYOUT_OPS
+from .parameters import LAYOUT_OPS, broadcast_source
 from .registry import check_node, supported_list, unsupported
 from .unvalued import Unvalued
 from .values import Const, Value
@@ -175,12 +175,22 @@ class Converter:
             tensor = self.ffmodel.create_constant(array.shape, float(array.flat[0]),
                                                   DataType.DT_FLOAT)
         else:
-            tensor = self.ffmodel.create_weight(array.shape, value.trainable,
-                                                name=value.name or node.name)
-            self.load(tensor, [array])
+            tensor = self._weight(array, value.trainable, value.name or node.name)
         if value.name is not None:
             self._materialized[key] = tensor
         return tensor
+
+    def _weight(self, array: np.ndarray, trainable: bool, name: str) -> Tensor:
+        """A weight layer holding `array`. A parameter that repeats one slice (parameters.py)
+        is a weight of that slice, broadcast to `array`'s shape by adding zeros, so that the
+        copies train as the one parameter they are."""
+        source = broadcast_source(array) if trainable else array
+        weight = self.ffmodel.create_weight(source.shape, trainable, name=name)
+        self.load(weight, [source])
+        if source.shape == array.shape:
+            return weight
+        zeros = self.ffmodel.create_constant(array.shape, 0.0, DataType.DT_FLOAT)
+        return self.ffmodel.add(zeros, weight, name=name)
 
     def operand(self, value: Value, node: Node, data_type: DataType) -> Tensor:
         """`value` as a tensor of `data_type` (operators that take integer and bool tensors): a

@@ -22,6 +22,11 @@ in this order:
    not say which it is: a warning names such initializers and the keyword that makes them
    train.
 
+A parameter of more than one dim whose values repeat one slice along some dims (and are not
+all one value) is that slice broadcast (`broadcast_source`): torch's current exporter writes a
+parameter gathered at constant indices as such a copy (BERT's token type embedding, one row
+repeated over the batch and the sequence), and the slice, not each copy, is what trains.
+
 An initializer read by several operators that own weights trains a copy in each of their
 layers, which a warning says: right where the exporter stored equal parameters once (torch's
 exporters do), wrong where the model ties them (an embedding shared with its output layer),
@@ -166,3 +171,17 @@ def _could_be_trained(array: np.ndarray) -> bool:
 def _listed(info: GraphInfo, names: list[str]) -> str:
     shown = ", ".join(f"'{n}' {tuple(info.initializers[n].shape)}" for n in names[:LISTED])
     return shown + (f" and {len(names) - LISTED} more" if len(names) > LISTED else "")
+
+
+def broadcast_source(array: np.ndarray) -> np.ndarray:
+    """`array` with each dim along which all its slices are equal reduced to one slice (kept as
+    a dim of 1); `array` itself when it has one dim, no such dim, or a single value."""
+    if array.ndim < 2 or array.size < 2 or bool((array == array.flat[0]).all()):
+        return array
+    source = array
+    for axis in range(array.ndim):
+        first = np.take(source, [0], axis=axis)
+        if source.shape[axis] > 1 and np.array_equal(np.broadcast_to(first, source.shape),
+                                                     source):
+            source = first
+    return source
