@@ -233,7 +233,7 @@ class _Cell:
                       for s, what in zip(per_layer, ("h0", "c0"))) for k in range(layers)]
 
     def project(self, x: Tensor, key: str, name: str) -> Tensor:
-        """Dense layer `key` (`ih0`, `hh0`, `ih1`, ...) to the 4 gates, torch's W_<key> x + b_<key>."""
+        """Dense layer `key` (`ih0`, `hh0`, `ih1`, ...) to the 4 gates: W_<key> x + b_<key>."""
         shared = self.held.get(key)
         suffix = f"{key[:2]}_l{key[2:]}"
         init = {}

@@ -357,7 +357,8 @@ FUNCTIONS = {
     F.adaptive_max_pool2d: _adaptive_pool2d(PoolType.POOL_MAX),
     F.layer_norm: _layer_norm, F.group_norm: _group_norm, F.silu: _unary(TorchOp.SILU),
     F.relu6: _relu6, F.hardtanh: _hardtanh, torch.chunk: _chunk,
-    F.scaled_dot_product_attention: _attention, torch.transpose: _transpose, torch.permute: _permute,
+    F.scaled_dot_product_attention: _attention, torch.transpose: _transpose,
+    torch.permute: _permute,
     torch.reshape: _shape_op(OpType.RESHAPE), torch.unsqueeze: _unsqueeze, torch.mean: _mean,
 }
 
@@ -372,7 +373,8 @@ METHODS = {
     "view": _shape_op(OpType.VIEW), "reshape": _shape_op(OpType.RESHAPE),
     "view_as": _shape_op(OpType.VIEW), "reshape_as": _shape_op(OpType.RESHAPE),
     "expand": _shape_op(OpType.EXPAND), "expand_as": _shape_op(OpType.EXPAND),
-    "unsqueeze": _unsqueeze, "mean": _mean, "chunk": _chunk, "contiguous": _tensor_method(OpType.CONTIGUOUS),
+    "unsqueeze": _unsqueeze, "mean": _mean, "chunk": _chunk,
+    "contiguous": _tensor_method(OpType.CONTIGUOUS),
     "float": _tensor_method(OpType.FLOAT), "type_as": _tensor_method(OpType.TYPE_AS), "to": _to,
 }
 

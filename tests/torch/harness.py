@@ -9,7 +9,7 @@ from flexflow.core import CompMode, DataType, FFConfig, FFModel
 from flexflow.torch.model import PyTorchModel
 
 DATA_TYPES = {np.dtype(np.float32): DataType.DT_FLOAT, np.dtype(np.int64): DataType.DT_INT64,
-              np.dtype(np.int32): DataType.DT_INT32}
+              np.dtype(np.int32): DataType.DT_INT32, np.dtype(np.bool_): DataType.DT_BOOLEAN}
 
 
 def torch_outputs(model, inputs) -> list[np.ndarray]:

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from flexflow.torch.ir import ConversionError
+from flexflow.torch.ir import ONNX_ROUTE, ConversionError
 from flexflow.torch.model import PyTorchModel
 
 from . import models
@@ -24,10 +24,25 @@ class Sine(nn.Module):
 class Recurrent(nn.Module):
     def __init__(self):
         super().__init__()
-        self.lstm = nn.LSTM(4, 4, batch_first=True)
+        self.gru = nn.GRU(4, 4, batch_first=True)
 
     def forward(self, x):
-        return self.lstm(x)[0]
+        return self.gru(x)[0]
+
+
+class ManyProblems(nn.Module):
+    """Four nodes that cannot be translated, among some that can."""
+
+    def __init__(self):
+        super().__init__()
+        self.both_ways = nn.LSTM(4, 4, batch_first=True, bidirectional=True)
+        self.projected = nn.LSTM(4, 4, batch_first=True, proj_size=2)
+        self.conv = nn.Conv1d(5, 4, 3, dilation=2)
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):  # (N, 5, 4)
+        y = self.both_ways(torch.sin(self.fc(x)))[0] + self.projected(x)[0].mean()
+        return y + self.conv(x).mean() + torch.cos(x)
 
 
 class Dilated(nn.Module):
@@ -82,14 +97,29 @@ def test_unsupported_function_names_node_target_and_source_line():
 
 
 @pytest.mark.parametrize("model, shape, expected", [
-    (Recurrent(), (2, 5, 4), "LSTM module 'lstm'"),
+    (Recurrent(), (2, 5, 4), "GRU module 'gru'"),
     (Dilated(), (2, 3, 9, 9), "dilation"),
-    (Branching(), (2, 4), "cannot trace Branching"),
+    (Branching(), (2, 4), "cannot export Branching"),  # nor torch.fx trace it
 ])
 def test_unsupported_modules_and_options(model, shape, expected):
     message, ff = _error(model, shape)
     assert expected in message
     assert not ff.graph.layers
+
+
+def test_every_unsupported_node_is_named_in_one_error_with_the_onnx_route(tmp_path):
+    message, ff = _error(ManyProblems(), (2, 5, 4))
+    assert message.startswith("ManyProblems: 5 nodes cannot be translated:")
+    for expected in ("node 'sin' (torch.sin)", "node 'both_ways' (LSTM module 'both_ways')",
+                     "bidirectional=True is not supported", "proj_size=2 is not supported",
+                     "node 'conv' (Conv1d module 'conv')", "dilation (2,)",
+                     "node 'cos' (torch.cos)"):
+        assert expected in message
+    assert message.endswith(ONNX_ROUTE) and "flexflow.onnx" in message
+    assert not ff.graph.layers
+    with pytest.raises(ConversionError) as info:
+        PyTorchModel(ManyProblems()).torch_to_file(tmp_path / "many.ff")
+    assert str(info.value) == message and not (tmp_path / "many.ff").exists()
 
 
 def test_adaptive_pool_needs_divisible_sizes():
@@ -120,12 +150,35 @@ def test_input_count_is_checked_before_building():
      "node 'y' (LINEAR) (FILE line 2): not enough values to unpack"),
 ])
 def test_bad_files_name_file_and_line(lines, expected, tmp_path):
+    filename, message = _file_error(lines, tmp_path)
+    assert expected.replace("FILE", str(filename)) in message
+
+
+@pytest.mark.parametrize("node, expected", [
+    ("y; x,; output,; GROUP_NORM; 3; 4; 1e-05; True", "4 channels cannot be cut into 3 groups"),
+    ("y; x,; output,; GROUP_NORM; 2; 6; 1e-05; True", "expected an input (N, 6, ...), got (2, 4)"),
+    ("y; x,; output,; HARDTANH; 1.0; 0.0", "min 1.0 must be below max 0.0"),
+    ("y; x,; output,; CHUNK; 0; 1", "chunks must be a positive int, got 0"),
+    ("y; x,; output,; CHUNK; 2; 2", "dim 2 is out of range for a tensor of rank 2"),
+    ("y; x,; output,; LSTM; 4; 3; 1; True; True; 0.0",
+     "expects a batched input (N, T, input) with input = 4, got (2, 4)"),
+    ("y; x,x,x,; output,; SCALED_DOT_PRODUCT_ATTENTION; 0.0; False; None",
+     "expects q (..., L, E), k (..., S, E), v (..., S, Ev) of rank >= 3"),
+])
+def test_composed_nodes_of_a_file_check_their_inputs(node, expected, tmp_path):
+    filename, message = _file_error(["x; ; y,; INPUT", node, "output; y,; ; OUTPUT"], tmp_path)
+    op = node.split("; ")[3]
+    assert f"node 'y' ({op}) ({filename} line 2): {expected}" in message
+
+
+def _file_error(lines, tmp_path) -> tuple:
+    """The file written from `lines`, and the error importing it for a (2, 4) input."""
     filename = tmp_path / "bad.ff"
     filename.write_text("\n".join(lines) + "\n")
     ff, tensors = ff_model(models.float_inputs((2, 4)))
     with pytest.raises(ConversionError) as info:
         PyTorchModel.file_to_ff(filename, ff, tensors)
-    assert expected.replace("FILE", str(filename)) in str(info.value)
+    return filename, str(info.value)
 
 
 def test_weights_of_the_wrong_shape_name_the_node(tmp_path):
@@ -135,6 +188,24 @@ def test_weights_of_the_wrong_shape_name_the_node(tmp_path):
     ff, tensors = ff_model(models.float_inputs((2, 4)))
     with pytest.raises(ConversionError, match=r"node '_0' \(LINEAR\).*\[\(3, 4\), \(3,\)\].*"
                                               r"\[\(5, 4\), \(5,\)\]"):
+        PyTorchModel.file_to_ff(tmp_path / "b.ff", ff, tensors)
+
+
+def test_composed_weights_of_the_wrong_shape_name_the_node(tmp_path):
+    class Recurrent(nn.Module):
+        def __init__(self, hidden):
+            super().__init__()
+            self.lstm = nn.LSTM(4, hidden, batch_first=True)
+
+        def forward(self, x):
+            return self.lstm(x)[0]
+
+    PyTorchModel(Recurrent(3)).torch_to_file(tmp_path / "a.ff")
+    PyTorchModel(Recurrent(5)).torch_to_file(tmp_path / "b.ff", weights=False)
+    (tmp_path / "a.ff.npz").rename(tmp_path / "b.ff.npz")
+    ff, tensors = ff_model(models.float_inputs((2, 3, 4)))
+    with pytest.raises(ConversionError, match=r"node 'lstm' \(LSTM\).*'weight_hh_l0': \(12, 3\)"
+                                              r".*'weight_hh_l0': \(20, 5\)"):
         PyTorchModel.file_to_ff(tmp_path / "b.ff", ff, tensors)
 
 
