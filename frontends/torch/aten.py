@@ -117,6 +117,8 @@ class Translator:
         return name
 
     def parameter_attribute(self, call: Call, parameter: str) -> str:
+        """The ATTRIBUTE node of a parameter read as a tensor (a trainable weight), one for all
+        such reads."""
         owner = self.owners.get(parameter)
         if owner is not None and owner[1] != PARAMETER:
             raise call.fail(f"parameter '{parameter}' is the weight of layer '{owner[0]}' and is "
@@ -148,24 +150,29 @@ class Translator:
 
     def layer(self, call: Call, op_type: OpType, inputs, params, weights: dict) -> str:
         """A layer with weights, `weights` mapping torch weight names to (parameter, array).
-        Parameters already the weights of an earlier layer make this layer share its weights
-        (all of them, the same arrays); an ATTRIBUTE's or a part of a layer's cannot be."""
+        Parameters already the weights of an earlier layer make this layer share its weights."""
         name = call.node.name
-        owners = {self.owners.get(parameter) for parameter, _ in weights.values()}
+        owners = {self.owners[p][0] if p in self.owners else None for p, _ in weights.values()}
         if owners == {None}:
             self.state.tensors[name] = {key: array for key, (_, array) in weights.items()}
             self.owners.update({parameter: (name, key) for key, (parameter, _)
                                 in weights.items()})
         else:
-            owner = next(iter(owners))[0] if len(owners) == 1 else None
-            theirs = self.state.tensors.get(owner, {})
-            if owner is None or theirs.keys() != weights.keys() or any(
-                    not np.array_equal(theirs[k], a) for k, (_, a) in weights.items()):
-                raise call.fail(f"its parameters {[p for p, _ in weights.values()]} are used by "
-                                f"other layers in another way; FlexFlow layers share all of "
-                                f"their weights or none")
-            self.state.shared[name] = owner
+            self.state.shared[name] = self._shared_owner(call, owners, weights)
         return self.emit(name, op_type, inputs, params)
+
+    def _shared_owner(self, call: Call, owners: set, weights: dict) -> str:
+        """The earlier layer whose weights are `weights`, all of them, in the same roles and
+        layouts: FlexFlow layers share all of their weights or none (not an ATTRIBUTE's, nor
+        a transposed copy's)."""
+        owner = next(iter(owners))
+        theirs = self.state.tensors.get(owner, {})
+        if len(owners) > 1 or owner is None or theirs.keys() != weights.keys() or any(
+                not np.array_equal(theirs[key], array) for key, (_, array) in weights.items()):
+            raise call.fail(f"its parameters {[p for p, _ in weights.values()]} are read by "
+                            f"other nodes in another way; FlexFlow layers share all of their "
+                            f"weights or none")
+        return owner
 
     # ---- the graph ------------------------------------------------------------------------------
     def bind_inputs(self) -> None:
@@ -215,7 +222,6 @@ class Translator:
                             f"cannot (batch-norm statistics or a cache: build it without)")
         returned = [self.tensor(call, value) for value in node.args[0]]
         self.emit("output", OpType.OUTPUT, returned, ())
-
 
 
 def _array(tensor: torch.Tensor) -> np.ndarray:
@@ -326,9 +332,12 @@ def _softmax(tr: Translator, call: Call) -> str:
 
 # ---- shapes and pieces --------------------------------------------------------------------------
 def _reshape(tr: Translator, call: Call) -> str:
-    """view, reshape, squeeze, flatten, ...: a reshape to the shape torch.export recorded."""
-    return tr.emit(call.node.name, OpType.RESHAPE, [_input(tr, call)],
-                   (list(_meta(call.node).shape),))
+    """view, reshape, squeeze, flatten, ...: a reshape to the shape torch.export recorded
+    (none where the shape stays)."""
+    shape = list(_meta(call.node).shape)
+    if list(_meta(call.arg(0, "input")).shape) == shape:
+        return _input(tr, call)
+    return tr.emit(call.node.name, OpType.RESHAPE, [_input(tr, call)], (shape,))
 
 
 def _expand(tr: Translator, call: Call) -> str:

@@ -22,6 +22,7 @@ from flexflow.torch.fallbacks import TorchImportWarning  # noqa: E402
 from flexflow.torch.ir import ConversionError  # noqa: E402
 from flexflow.torch.model import PyTorchModel  # noqa: E402
 
+from ..torch import models, test_training as training  # noqa: E402
 from ..torch.conftest import one_torch_thread  # noqa: E402,F401 (autouse: one torch thread)
 from ..torch.harness import assert_outputs_match, ff_model  # noqa: E402
 
@@ -151,6 +152,8 @@ def test_training_follows_pytorch(name, attention, argv):
     model, data = make(name, attention).train(), batches(name)
     exact_model = copy.deepcopy(model).double()
     ours, ff = ff_losses(model, data, name != "bert", argv)  # translated before torch trains it
+    split = any(config.degrees[0] == 2 for config in ff.strategy.values())
+    assert split == bool(argv)  # the batch is split over the two devices where asked
     theirs, exact = torch_losses(model, data), torch_losses(exact_model, data)
     assert exact[-1] < exact[0]  # it trained
     # as close to the float64 run as 10 times PyTorch's own float32 run, or 1e-6
@@ -161,6 +164,43 @@ def test_training_follows_pytorch(name, attention, argv):
         for layer in ("embedding", "linear"):
             weight = ff.get_layer_by_name(layer).get_parameter_by_id(0).get_weights(ff)
             np.testing.assert_allclose(weight, tied, rtol=1e-5, atol=1e-6, err_msg=layer)
+
+
+def test_dropout_is_a_layer_only_where_it_drops():
+    """Training mode with a rate: DROPOUT lines (FlexFlow's dropout, its own random masks);
+    evaluation mode: none."""
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=VOCAB, n_positions=2 * SEQ, n_embd=WIDTH, n_layer=1, n_head=HEADS,
+        bos_token_id=0, eos_token_id=0, use_cache=False, attn_implementation="sdpa"))
+    translator = PyTorchModel(model, is_hf_model=True, batch_size=BATCH, seq_length=SEQ)
+    drops = [line for line in translator.torch_to_string() if "; DROPOUT; " in line]
+    assert len(drops) == 4 and all(line.endswith("; 0.1") for line in drops)
+    model.eval()
+    assert not any("DROPOUT" in line for line in translator.torch_to_string())
+
+
+class TwiceAfterABranch(nn.Module):
+    """A Linear called twice and a parameter read twice, past a branch torch.fx cannot trace."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+        self.scale = nn.Parameter(torch.linspace(0.5, 1.5, 6))
+
+    def forward(self, x):
+        if x.dim() == 2:
+            x = x * self.scale
+        return self.fc(torch.tanh(self.fc(x))) * self.scale
+
+
+def test_weights_read_twice_train_as_one():
+    torch.manual_seed(0)
+    model = TwiceAfterABranch()
+    data = training.batches(lambda s: models.float_inputs((8, 6), seed=s), 8, 6, steps=5)
+    ours, _ = training.ff_losses(model, data, 0.1, probabilities=False)
+    theirs = training.torch_losses(model, data, 0.1, probabilities=False)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5)
 
 
 # ---- what cannot be translated ------------------------------------------------------------------
