@@ -128,10 +128,10 @@ def torch_loss(name: str, out: torch.Tensor, target: np.ndarray) -> tuple[torch.
     return loss, loss.item()
 
 
-def torch_losses(name: str, model: nn.Module, lr: float, steps: int,
-                 dtype=torch.float32) -> list[float]:
+def torch_training(name: str, model: nn.Module, lr: float, steps: int,
+                   dtype=torch.float32) -> tuple[list[float], nn.Module]:
     """The losses of `steps` SGD steps of a copy of `model` in `dtype`, on the batches
-    `token_ids(10 + step)`."""
+    `token_ids(10 + step)`, and the trained copy."""
     model = copy.deepcopy(model).to(dtype).train()
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     losses = []
@@ -141,4 +141,4 @@ def torch_losses(name: str, model: nn.Module, lr: float, steps: int,
         loss.backward()
         optimizer.step()
         losses.append(reported)
-    return losses
+    return losses, model.eval()
