@@ -72,7 +72,8 @@ def parameter_names(info: GraphInfo, named: Iterable[str] | None = None) -> froz
     parameters |= _affine(info, origin) & floats
     parameters |= {name for name in floats if name.endswith(PARAMETER_SUFFIXES)}
     _warn_undecided(info, floats - parameters - _statistics(info, origin))
-    _warn_tied(info, {name: readers for name, readers in owners.items() if len(readers) > 1})
+    shared = {name: readers for name, readers in owners.items() if len(readers) > 1}
+    _warn_tied(info, shared, _copies(info, parameters))
     return frozenset(parameters)
 
 
@@ -153,14 +154,34 @@ def _warn_undecided(info: GraphInfo, constants: set[str]) -> None:
             f"the parameters: ONNXModel(..., parameters=[...])"), stacklevel=4)
 
 
-def _warn_tied(info: GraphInfo, shared: dict[str, list[str]]) -> None:
-    if shared:
-        described = "; ".join(f"'{name}' by {', '.join(readers)}"
-                              for name, readers in sorted(shared.items())[:LISTED])
+def _copies(info: GraphInfo, parameters: set[str]) -> list[tuple[str, str]]:
+    """Pairs of parameters of more than one value that hold the same values, or one the
+    other's transpose: torch's current exporter writes a weight tied to another (GPT-2's output
+    layer to its token embedding) as a transposed copy."""
+    found = []
+    arrays = sorted((name, info.initializers[name]) for name in parameters)
+    for i, (name, array) in enumerate(arrays):
+        if array.size < 2 or bool((array == array.flat[0]).all()):
+            continue
+        for other, candidate in arrays[i + 1:]:
+            if candidate.size == array.size and (
+                    np.array_equal(candidate, array)
+                    or (array.ndim == 2 and np.array_equal(candidate, array.T))):
+                found.append((name, other))
+    return found
+
+
+def _warn_tied(info: GraphInfo, shared: dict[str, list[str]],
+               copies: list[tuple[str, str]]) -> None:
+    described = [f"'{name}' by {', '.join(readers)}" for name, readers in sorted(shared.items())]
+    described += [f"'{a}' and '{b}' (equal, or transposed)" for a, b in copies]
+    if described:
         warnings.warn(ONNXImportWarning(
-            f"{info.source}: initializers read by several layers that own weights train a "
-            f"separate copy in each (right for equal parameters stored once, wrong for tied "
-            f"ones): {described}"),
+            f"{info.source}: initializers read by several layers that own weights, and "
+            f"parameters stored twice, train a separate copy in each layer (right for equal "
+            f"parameters, wrong for tied ones, which the file does not tell apart): "
+            f"{'; '.join(described[:LISTED])}"
+            + (f" and {len(described) - LISTED} more" if len(described) > LISTED else "")),
             stacklevel=4)
 
 
