@@ -16,16 +16,16 @@ What a node becomes depends on what it reads:
   layer_norm), or, read by anything else (an RMS norm's `weight * x`), an ATTRIBUTE node holding
   it as a trainable weight. A parameter read by two layers (GPT-2's tied token embedding and
   output projection) is one weight: the later layer shares the first one's (`TorchState.shared`);
-* every other node becomes one IR node named after it, or a few named `<node>_<part>` where the
-  IR has no single op for it (scaled dot-product attention, SiLU, an embedding of constant ids),
-  or none where it changes nothing (clone, alias, a cast to the type it has, dropout off).
+* every other node becomes one IR node named after it (scaled dot-product attention and SiLU
+  the TorchOp nodes the builder composes), or a few named `<node>_<part>` where the IR has no
+  op for it (an embedding of constant ids), or none where it changes nothing (clone, alias, a
+  cast to the type it has, dropout off, a reshape to the same shape).
 
 Every node that cannot be translated is named in one error, with its aten op and source line.
 """
 
 from __future__ import annotations
 
-import math
 import operator
 import warnings
 
@@ -41,7 +41,8 @@ from flexflow.type import OpType
 from .call import Call, is_number, source_line
 from .fallbacks import TorchImportWarning
 from .functions import REVERSED
-from .ir import ONNX_ROUTE, ConversionError, IRNode, all_errors, format_param, parse_param
+from .ir import (ONNX_ROUTE, ConversionError, IRNode, TorchOp, all_errors, format_param,
+                 parse_param)
 from .modules import NO_ACTIVATION
 from .weights import BUFFER, PARAMETER, TorchState
 
@@ -249,7 +250,7 @@ def _same(tr: Translator, call: Call) -> str:
     return _input(tr, call)
 
 
-def _unary(op_type: OpType, *params):
+def _unary(op_type: OpType | TorchOp, *params):
     return lambda tr, call: tr.emit(call.node.name, op_type, [_input(tr, call)], params)
 
 
@@ -272,13 +273,6 @@ def _gelu(tr: Translator, call: Call) -> str:
     approximate = call.kwargs.get("approximate", "none")
     call.expect(approximate == "none", f"gelu(approximate={approximate!r}) is not supported")
     return tr.emit(call.node.name, OpType.GELU, [_input(tr, call)], ())
-
-
-def _silu(tr: Translator, call: Call) -> str:
-    """x * sigmoid(x)."""
-    x = _input(tr, call)
-    gate = tr.emit(f"{call.node.name}_sigmoid", OpType.SIGMOID, [x], ())
-    return tr.emit(call.node.name, OpType.MULTIPLY, [x, gate], ())
 
 
 def _pow(tr: Translator, call: Call) -> str:
@@ -473,48 +467,38 @@ def _embedding_of_constant(tr: Translator, call: Call, parameter: str, indices) 
 
 # ---- attention ----------------------------------------------------------------------------------
 def _attention(tr: Translator, call: Call) -> str:
-    """softmax(q @ k^T * scale + bias) @ v, the bias from the mask (or the causal triangle)."""
-    name = call.node.name
-    q, k, v = (_input(tr, call, i, role) for i, role in enumerate(("query", "key", "value")))
+    """One SCALED_DOT_PRODUCT_ATTENTION node (the builder composes it); a mask computed from
+    constants (a model's causal or padding mask) becomes what it adds to the scores."""
     call.expect(not call.kwargs.get("enable_gqa", False), "enable_gqa is not supported")
-    head = _meta(call.arg(0, "query")).shape[-1]
-    scale = call.arg(6, "scale", None) or 1 / math.sqrt(head)
-    keys = tr.emit(f"{name}_keys_t", OpType.TRANSPOSE, [k], (-2, -1))
-    scores = tr.emit(f"{name}_scores", OpType.BATCH_MATMUL, [q, keys], ())
-    scores = tr.emit(f"{name}_scaled", OpType.SCALAR_MULTIPLY, [scores], (scale,))
+    inputs = [_input(tr, call, i, role) for i, role in enumerate(("query", "key", "value"))]
     bias = _attention_bias(tr, call)
-    if bias is not None:
-        scores = tr.emit(f"{name}_masked", OpType.ADD, [scores, bias], ())
-    weights = tr.emit(f"{name}_weights", OpType.SOFTMAX, [scores], (-1,))
-    rate = float(call.arg(4, "dropout_p", 0.0))
-    if rate:
-        weights = tr.emit(f"{name}_dropout", OpType.DROPOUT, [weights], (rate,))
-    return tr.emit(name, OpType.BATCH_MATMUL, [weights, v], ())
+    params = (float(call.arg(4, "dropout_p", 0.0)), bool(call.arg(5, "is_causal", False)),
+              call.arg(6, "scale", None))
+    return tr.emit(call.node.name, TorchOp.SCALED_DOT_PRODUCT_ATTENTION,
+                   inputs + ([bias] if bias is not None else []), params)
 
 
 def _attention_bias(tr: Translator, call: Call) -> str | None:
-    """The IR node of what the mask adds to the scores: a constant mask (a bool one gives 0 or
-    float32's lowest, the causal triangle likewise) or a computed float mask; None for none."""
-    mask, causal = call.arg(3, "attn_mask", None), call.arg(5, "is_causal", False)
-    if mask is not None and not tr.is_constant(mask):
-        call.expect(_meta(mask).is_floating_point(), "a bool mask computed from the inputs is "
-                    "not supported (a float one, added to the scores, is)")
+    """The IR node of the float mask added to the scores: a constant bool mask gives 0 where
+    it holds and float32's lowest elsewhere (None when it holds everywhere: BERT's without
+    padding); a float mask is itself."""
+    mask = call.arg(3, "attn_mask", None)
+    if mask is None or not tr.is_constant(mask):
+        call.expect(mask is None or _meta(mask).is_floating_point(), "a bool mask computed "
+                    "from the inputs is not supported (a float one, added to the scores, is)")
+        return None if mask is None else tr.tensor(call, mask)
+    value = tr.constants[mask.name]
+    if value.dtype != torch.bool:
         return tr.tensor(call, mask)
-    if mask is None and not causal:
+    if bool(value.all()):
         return None
-    if causal:
-        rows, columns = _meta(call.arg(0, "query")).shape[-2], _meta(call.arg(1, "key")).shape[-2]
-        mask = torch.ones(rows, columns, dtype=torch.bool).tril()
-    else:
-        mask = tr.constants[mask.name]
-    bias = torch.where(mask, 0.0, MASKED) if mask.dtype == torch.bool else mask
-    return tr.buffer(f"{call.node.name}_bias", bias) if bias.any() else None
+    return tr.buffer(f"{call.node.name}_bias", torch.where(value, 0.0, MASKED))
 
 
 CONVERTERS = {
     aten.clone: _same, aten.contiguous: _same, aten.alias: _same, aten.detach: _same,
     aten.lift_fresh_copy: _same, aten.to: _to, aten._to_copy: _to, aten.type_as: _to,
-    aten.dropout: _dropout, aten.gelu: _gelu, aten.silu: _silu,
+    aten.dropout: _dropout, aten.gelu: _gelu, aten.silu: _unary(TorchOp.SILU),
     aten.tanh: _unary(OpType.TANH), aten.sigmoid: _unary(OpType.SIGMOID),
     aten.relu: _unary(OpType.RELU), aten.exp: _unary(OpType.EXP),
     aten.rsqrt: _unary(OpType.RSQRT), aten.sqrt: _unary(OpType.POW, 0.5), aten.pow: _pow,

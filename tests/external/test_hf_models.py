@@ -17,14 +17,15 @@ import torch.nn.functional as F
 transformers = pytest.importorskip(
     "transformers", reason="the Hugging Face models come from the transformers package")
 
-from flexflow.core import CompMode, LossType, SGDOptimizer  # noqa: E402
+from flexflow.core import CompMode, DataType, LossType, SGDOptimizer  # noqa: E402
 from flexflow.torch.fallbacks import TorchImportWarning  # noqa: E402
 from flexflow.torch.ir import ConversionError  # noqa: E402
 from flexflow.torch.model import PyTorchModel  # noqa: E402
 
 from ..torch import models, test_training as training  # noqa: E402
 from ..torch.conftest import one_torch_thread  # noqa: E402,F401 (autouse: one torch thread)
-from ..torch.harness import assert_outputs_match, ff_model  # noqa: E402
+from ..torch.harness import (assert_outputs_match, ff_model, ff_outputs,  # noqa: E402
+                             torch_outputs)
 
 BATCH, SEQ, VOCAB, WIDTH, HEADS = 4, 8, 100, 32, 4
 STEPS, LR = 3, 0.05
@@ -167,17 +168,21 @@ def test_training_follows_pytorch(name, attention, argv):
 
 
 def test_dropout_is_a_layer_only_where_it_drops():
-    """Training mode with a rate: DROPOUT lines (FlexFlow's dropout, its own random masks);
-    evaluation mode: none."""
+    """Training mode: DROPOUT layers (FlexFlow's dropout, its own random masks) and attention
+    dropout at the configured rate; evaluation mode: neither."""
     torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
         vocab_size=VOCAB, n_positions=2 * SEQ, n_embd=WIDTH, n_layer=1, n_head=HEADS,
         bos_token_id=0, eos_token_id=0, use_cache=False, attn_implementation="sdpa"))
     translator = PyTorchModel(model, is_hf_model=True, batch_size=BATCH, seq_length=SEQ)
-    drops = [line for line in translator.torch_to_string() if "; DROPOUT; " in line]
-    assert len(drops) == 4 and all(line.endswith("; 0.1") for line in drops)
+
+    def rates():
+        fields = [line.split("; ") for line in translator.torch_to_string()]
+        return sorted(f[4] for f in fields if f[3:4] in (["DROPOUT"],
+                                                          ["SCALED_DOT_PRODUCT_ATTENTION"]))
+    assert rates() == ["0.1"] * 4
     model.eval()
-    assert not any("DROPOUT" in line for line in translator.torch_to_string())
+    assert rates() == ["0.0"]
 
 
 class TwiceAfterABranch(nn.Module):
@@ -228,6 +233,27 @@ def test_a_file_needs_example_inputs_where_torch_fx_fails(tmp_path):
     with pytest.raises(ConversionError, match="example_inputs"):
         PyTorchModel(Branching()).torch_to_file(tmp_path / "model.ff")
     PyTorchModel(Branching(), example_inputs=(torch.zeros(2, 3),))  # accepted; translated later
+
+
+class MaskedAttention(nn.Module):
+    """Attention under a mask given as an input, past a branch torch.fx cannot trace."""
+
+    def forward(self, x, mask):
+        if x.dim() == 4:
+            x = x * 2
+        return F.scaled_dot_product_attention(x, x, x, attn_mask=mask)
+
+
+def test_a_mask_from_the_inputs_is_added_if_float_and_refused_if_bool():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 2, 5, 4)).astype(np.float32)
+    mask = np.where(rng.random((2, 1, 5, 5)) < 0.3, -1e9, 0.0).astype(np.float32)
+    assert_outputs_match(ff_outputs(MaskedAttention(), [x, mask]),
+                         torch_outputs(MaskedAttention(), [x, mask]))
+    ff, tensors = ff_model([x])
+    tensors.append(ff.create_tensor([2, 1, 5, 5], DataType.DT_BOOLEAN))
+    with pytest.raises(ConversionError, match="a bool mask computed from the inputs"):
+        PyTorchModel(MaskedAttention()).torch_to_ff(ff, tensors)
 
 
 def test_the_padding_row_of_an_embedding_is_named():
