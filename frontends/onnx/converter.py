@@ -31,6 +31,7 @@ from .errors import ONNXImportError
 from .fold_limits import FoldBudget, check_foldable
 from .loader import GraphInfo
 from .node import Node
+from .own_folds import OWN_FOLDS
 from .parameters import LAYOUT_OPS, broadcast_source
 from .registry import check_node, supported_list, unsupported
 from .unvalued import Unvalued
@@ -136,16 +137,10 @@ class Converter:
         feeds = {name: x.value for name, x in zip(node.inputs, inputs) if x is not None}
         check_foldable(node)
         self.fold_budget.check(node, feeds)
-        # a one-node model, so the node's opset picks the operator version
-        graph = helper.make_graph(
-            [node.proto], "fold", [helper.make_empty_tensor_value_info(n) for n in feeds],
-            [helper.make_empty_tensor_value_info(n) for n in node.outputs if n])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", node.opset)])
-        try:
-            results = ReferenceEvaluator(model).run(None, feeds)
-        except Exception as error:
-            raise node.error(f"could not evaluate it on its constant inputs: {error}") from None
-        arrays = [np.asarray(r) for r in results]
+        if node.op_type in OWN_FOLDS:
+            arrays = OWN_FOLDS[node.op_type](node, *[x.value for x in inputs if x is not None])
+        else:
+            arrays = _reference(node, feeds)
         self.fold_budget.charge(node, arrays)
         trainable = any(x is not None and x.trainable for x in inputs)
         produced = iter(arrays)
@@ -238,6 +233,20 @@ class Converter:
         if dims == tuple(x.dims):
             return x
         return self.ffmodel.reshape(x, dims, name=node.name)
+
+
+def _reference(node: Node, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The node evaluated by ONNX's reference implementation, as a one-node model (so that the
+    node's opset picks the operator's version)."""
+    graph = helper.make_graph(
+        [node.proto], "fold", [helper.make_empty_tensor_value_info(n) for n in feeds],
+        [helper.make_empty_tensor_value_info(n) for n in node.outputs if n])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", node.opset)])
+    try:
+        results = ReferenceEvaluator(model).run(None, feeds)
+    except Exception as error:
+        raise node.error(f"could not evaluate it on its constant inputs: {error}") from None
+    return [np.asarray(r) for r in results]
 
 
 def _const(array: np.ndarray, from_trainable: bool, name: str) -> Const:

@@ -17,7 +17,9 @@ array, which is then treated like an initializer (a constant of the graph).
 Initializers are loaded into the layers' weights: `apply` assigns them with
 `Parameter.set_weights` before compile, and compile() creates the weights with those values
 (FlexFlow ignored initializers). Only the initializers that are parameters of the model train;
-those the exporter stored for constants (scales, masks, buffers) stay constant (parameters.py). A file exported without parameters (`export_params=False`) gets
+those the exporter stored for constants (scales, masks, buffers) stay constant (parameters.py:
+how they are told apart, and the warnings where the file does not tell). A file exported
+without parameters (`export_params=False`) gets
 FlexFlow's default initializers for the weights it lacks (unvalued.py, defaults.py): with torch's
 legacy exporter they are graph inputs, which `input_dict` need not map; with its current one
 they are absent. Such a file is an architecture: `apply` builds it for the dims of the tensors

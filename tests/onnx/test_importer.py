@@ -13,7 +13,7 @@ from onnx import helper
 from flexflow.core import (CompMode, DataType, FFConfig, FFModel, LossType, SGDOptimizer,
                            Tensor)
 from flexflow.onnx import ONNXModel, ONNXModelKeras
-from flexflow.onnx.errors import ONNXImportWarning
+from flexflow.onnx.errors import ONNXImportError, ONNXImportWarning
 
 from .graphs import assert_matches_reference, model, randn, run_flexflow, run_reference
 
@@ -95,6 +95,38 @@ def test_shape_gather_concat_reshape_folds_at_import():
     data = randn(BATCH, 2, 3)
     (got,) = forward(ffmodel, x, data, [y])
     np.testing.assert_array_equal(got, run_reference(proto, data)[0])
+
+
+@pytest.mark.parametrize("axis", [1, -1, 0])
+def test_gather_elements_of_constants_folds_along_any_size(axis):
+    """A table of 100 along the gathered axis (ONNX's reference evaluates at most 64), negative
+    indices counted from the end: torch.gather's result, added to the input."""
+    table = randn(3, 100, seed=1)
+    size = table.shape[axis]
+    index = np.random.default_rng(2).integers(-size, size, (3, 32) if axis else (3, 100))
+    nodes = [helper.make_node("GatherElements", ["table", "index"], ["picked"], axis=axis),
+             helper.make_node("Add", ["x", "picked"], ["y"])]
+    proto = model(nodes, {"x": index.shape}, ["y"], {"table": table, "index": index})
+    ffmodel = new_ffmodel()
+    x = ffmodel.create_tensor(list(index.shape), DataType.DT_FLOAT)
+    y = ONNXModel(proto, parameters=[]).apply(ffmodel, {"x": x})
+    assert len(ffmodel.get_layers()) == 2  # the folded constant and the Add
+    data = randn(*index.shape, seed=3)
+    want = data + torch.gather(torch.tensor(table), axis % 2,
+                               torch.tensor(index % size)).numpy()
+    np.testing.assert_array_equal(forward(ffmodel, x, data, [y])[0], want)
+
+
+def test_gather_elements_out_of_range_is_refused_naming_the_node():
+    nodes = [helper.make_node("GatherElements", ["table", "index"], ["picked"], axis=1,
+                              name="pick"),
+             helper.make_node("Add", ["x", "picked"], ["y"])]
+    proto = model(nodes, {"x": (1, 2)}, ["y"],
+                  {"table": randn(1, 3), "index": np.array([[0, 3]], np.int64)})
+    ffmodel = new_ffmodel(1)
+    x = ffmodel.create_tensor([1, 2], DataType.DT_FLOAT)
+    with pytest.raises(ONNXImportError, match=r"'pick'.*indices must lie in \[-3, 2\]"):
+        ONNXModel(proto, parameters=[]).apply(ffmodel, {"x": x})
 
 
 def test_constant_outputs_come_back_as_arrays():
