@@ -26,10 +26,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import ir
-from .builder import Builder
 import torch
 
+from . import ir
+from .builder import Builder
 from .export import examples, to_ir
 from .weights import TorchState, npz_path
 
