@@ -536,6 +536,12 @@ class _SegmentResult:
 
 EXPORTED = (A.Forward, A.Backward, A.Loss, A.Load, A.Fill, A.AllReduce)  # what other
 #                                                            segments depend on
+# Tasks whose cost and memory depend on nothing but themselves (not on the strategy's
+# partitions, `forward_of`/`parts_of`): their rows are remembered across segments, since a
+# bucket's updates come back, unchanged, in the next segment that holds them
+STRATEGY_FREE = frozenset({A.Update, A.CheckShard, A.AwaitReduced, A.AllReduce,
+                           A.SendWeightGrad, A.SendWeight})
+ROWS_KEPT = 200_000  # such rows remembered; all are forgotten when full
 RESULTS_KEPT = 64  # results remembered per segment, for different inputs (~10 MB a 1000 steps)
 ASSEMBLED_KEPT = 16384  # whole groups remembered; all are forgotten when full
 
@@ -558,6 +564,7 @@ class Simulator:
         self._weights: dict[int, tuple] = {}  # id(weight holders) -> (memory, holders)
         self._where: dict[str, tuple[int, int]] = {}
         self._assembled: dict[tuple, _Assembled] = {}  # [share, base, ...] -> whole group
+        self._rows: dict[Task, tuple] = {}  # STRATEGY_FREE task -> (its row, its intervals)
 
     @property
     def num_devices(self) -> int:
@@ -746,23 +753,34 @@ class Simulator:
 
         def parts_of(layer):
             return dict(enumerate(parts(layer, strategy[graph.layers[layer].name])))
-        rows, memory, loads = [], [], {}
+        rows, memory, loads, known = [], [], {}, self._rows
         for t in segment.tasks:
-            cost = self.coster.cost(t, forward_of)
-            fed = self._load_bytes(t.action)
-            launches, awaits = [], []
-            _note_collective(t.action, 0, cost.sent, launches, awaits)
-            rows.append(_TaskRow(t.key, t.device, t.deps, cost.ms, cost.sent, cost.to,
-                                 A.sent_early(t.action), isinstance(t.action, EXPORTED), fed,
-                                 launches[0][1] if launches else None,
-                                 awaits[0] if awaits else None))
-            made = self.memory_model.task(t, parts_of)
-            if t.key in segment.loads:
-                loads[t.key] = as_rows(made)
+            if type(t.action) in STRATEGY_FREE:
+                found = known.get(t)
+                if found is None:
+                    if len(known) >= ROWS_KEPT:
+                        known.clear()
+                    found = known[t] = self._task_row(t, forward_of, parts_of)
             else:
-                memory += made
+                found = self._task_row(t, forward_of, parts_of)
+            rows.append(found[0])
+            if t.key in segment.loads:
+                loads[t.key] = as_rows(found[1])
+            else:
+                memory += found[1]
         return _SegmentInfo(externals, any(not t.deps for t in segment.tasks), tuple(rows),
                             (as_rows(memory),), loads)
+
+    def _task_row(self, t: Task, forward_of, parts_of) -> tuple[_TaskRow, tuple]:
+        """What the delta simulation needs of one task: its row and its memory intervals."""
+        cost = self.coster.cost(t, forward_of)
+        launches, awaits = [], []
+        _note_collective(t.action, 0, cost.sent, launches, awaits)
+        return (_TaskRow(t.key, t.device, t.deps, cost.ms, cost.sent, cost.to,
+                         A.sent_early(t.action), isinstance(t.action, EXPORTED),
+                         self._load_bytes(t.action), launches[0][1] if launches else None,
+                         awaits[0] if awaits else None),
+                self.memory_model.task(t, parts_of))
 
     def _segment(self, segment, info: _SegmentInfo, inputs: tuple) -> _SegmentResult:
         """Epochs (as `executor.fuse` computes them, relative to the inputs' base) and the

@@ -219,7 +219,7 @@ class TaskGraphBuilder:
                 self.skip = self.last
         self._parts: dict[tuple[int, ParallelConfig], tuple[Partition, ...]] = {}
         self._values_memo: dict[tuple[int, ParallelConfig], list] = {}
-        self._weights_memo: dict[tuple[int, ParallelConfig], tuple] = {}
+        self._weights_memo: dict[tuple[int, ParallelConfig], dict] = {}
         self._overlaps: dict[tuple, list] = {}
         self._weights_of: dict[tuple, tuple] = {}
         self._segments: dict[tuple, Segment] = {}
@@ -271,15 +271,22 @@ class TaskGraphBuilder:
             found = self._overlaps[memo] = (overlapping(pieces, box), pieces)
         return found[0]
 
-    def _weight_uses(self, index: int, config: ParallelConfig) -> tuple:
-        """(weight key, device, backward key) for every weight box each partition uses."""
+    def _weight_uses(self, index: int, config: ParallelConfig) -> dict:
+        """For every weight box the layer's partitions use: the devices using it (in partition
+        order) and each one's backward keys. Memoised per configuration, so that a strategy's
+        weight layout (`_weights`) is merged from a few dicts per layer rather than walked
+        partition by partition."""
         memo = self._weights_memo.get((index, config))
         if memo is None:
             name = self.graph.layers[index].name
-            memo = self._weights_memo[(index, config)] = tuple(
-                (wkey, part.device, TaskKey(name, "backward", p, "backward"))
-                for p, part in enumerate(self.parts(index, config))
-                for wkey in part.action.weight_keys)
+            found: dict[WeightKey, dict[int, list[TaskKey]]] = {}
+            for p, part in enumerate(self.parts(index, config)):
+                for wkey in part.action.weight_keys:
+                    found.setdefault(wkey, {}).setdefault(part.device, []).append(
+                        TaskKey(name, "backward", p, "backward"))
+            memo = self._weights_memo[(index, config)] = {
+                wkey: (tuple(by), {d: tuple(keys) for d, keys in by.items()})
+                for wkey, by in found.items()}
         return memo
 
     # ---- segments -------------------------------------------------------------------------------
@@ -471,21 +478,25 @@ class TaskGraphBuilder:
     def _holders(self, strategy: Strategy) -> dict[WeightKey, list[int]]:
         devices: dict[WeightKey, list[int]] = {}
         for layer in self.weighted:
-            for wkey, device, _ in self._weight_uses(layer.index, strategy[layer.name]):
-                holders = devices.setdefault(wkey, [])
-                if device not in holders:
-                    holders.append(device)
+            for wkey, (using, _) in self._weight_uses(layer.index, strategy[layer.name]).items():
+                holders = devices.get(wkey)
+                if holders is None:
+                    devices[wkey] = list(using)
+                else:
+                    holders += [d for d in using if d not in holders]
         return devices
 
     def _update_uses(self, strategy: Strategy, holders: dict) -> list["_BoxUse"]:
         """How every trainable weight box is used, in order of first use."""
-        backward: dict[WeightKey, dict[int, list[TaskKey]]] = {}
+        backward: dict[WeightKey, dict[int, tuple[TaskKey, ...]]] = {}  # (shared: not changed)
         last_use: dict[WeightKey, int] = {}
         for layer in reversed(self.weighted):
             if layer.index == self.skip:
                 continue
-            for wkey, device, key in self._weight_uses(layer.index, strategy[layer.name]):
-                backward.setdefault(wkey, {}).setdefault(device, []).append(key)
+            for wkey, (_, done) in self._weight_uses(layer.index, strategy[layer.name]).items():
+                have = backward.get(wkey)
+                backward[wkey] = done if have is None else {
+                    d: have.get(d, ()) + done.get(d, ()) for d in dict.fromkeys((*have, *done))}
                 last_use[wkey] = layer.index
         uses = []
         boxes_seen: dict[tuple[int, int], int] = {}
@@ -495,7 +506,7 @@ class TaskGraphBuilder:
             box_index = boxes_seen[wkey[:2]] = boxes_seen.get(wkey[:2], -1) + 1
             done = backward.get(wkey, {})
             uses.append(_BoxUse(wkey, box_index, last_use.get(wkey, self.last), tuple(devices),
-                                tuple(tuple(done.get(d, ())) for d in devices)))
+                                tuple(done.get(d, ()) for d in devices)))
         return uses
 
     def _bucket_keys(self, uses: list["_BoxUse"]) -> list[tuple[int, tuple]]:
