@@ -435,9 +435,9 @@ class _SharedCores:
 
 
 # ---- the simulator ------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class _TaskRow:
-    """What the delta simulation needs of one task, whatever the epochs."""
+class _TaskRow(NamedTuple):
+    """What the delta simulation needs of one task, whatever the epochs (a tuple: the
+    STRATEGY_FREE rows are made anew from a remembered one's fields for every task)."""
 
     key: TaskKey
     device: int
@@ -536,9 +536,10 @@ class _SegmentResult:
 
 EXPORTED = (A.Forward, A.Backward, A.Loss, A.Load, A.Fill, A.AllReduce)  # what other
 #                                                            segments depend on
-# Tasks whose cost and memory depend on nothing but themselves (not on the strategy's
-# partitions, `forward_of`/`parts_of`): their rows are remembered across segments, since a
-# bucket's updates come back, unchanged, in the next segment that holds them
+# Tasks whose cost and memory depend on nothing but their action and device (not on the
+# strategy's partitions, `forward_of`/`parts_of`): their rows are remembered across segments,
+# since a bucket's updates come back, with other keys at most, in the next segment that holds
+# them
 STRATEGY_FREE = frozenset({A.Update, A.CheckShard, A.AwaitReduced, A.AllReduce,
                            A.SendWeightGrad, A.SendWeight})
 ROWS_KEPT = 200_000  # such rows remembered; all are forgotten when full
@@ -564,7 +565,8 @@ class Simulator:
         self._weights: dict[int, tuple] = {}  # id(weight holders) -> (memory, holders)
         self._where: dict[str, tuple[int, int]] = {}
         self._assembled: dict[tuple, _Assembled] = {}  # [share, base, ...] -> whole group
-        self._rows: dict[Task, tuple] = {}  # STRATEGY_FREE task -> (its row, its intervals)
+        self._rows: dict[tuple, tuple] = {}  # (STRATEGY_FREE action, device) -> (a row,
+        #                                      its intervals)
 
     @property
     def num_devices(self) -> int:
@@ -756,11 +758,14 @@ class Simulator:
         rows, memory, loads, known = [], [], {}, self._rows
         for t in segment.tasks:
             if type(t.action) in STRATEGY_FREE:
-                found = known.get(t)
+                found = known.get((t.action, t.device))
                 if found is None:
                     if len(known) >= ROWS_KEPT:
                         known.clear()
-                    found = known[t] = self._task_row(t, forward_of, parts_of)
+                    found = known[(t.action, t.device)] = self._task_row(t, forward_of,
+                                                                        parts_of)
+                elif found[0].key != t.key or found[0].deps != t.deps:
+                    found = (_TaskRow(t.key, t.device, t.deps, *found[0][3:]), found[1])
             else:
                 found = self._task_row(t, forward_of, parts_of)
             rows.append(found[0])
