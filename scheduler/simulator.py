@@ -187,33 +187,14 @@ class _Schedule:
         self.plans, self.machine, self.transfers = plans, machine, transfers
         self.hop = machine.overheads.hop
         self.scheduler_free = 0.0
-        self.waiting = [len(p.receive_from) + len(p.after) + len(p.follows) for p in plans]
-        self.dependents: list[list[int]] = [[] for _ in range(n)]
-        for i, p in enumerate(plans):
-            for j in p.receive_from + p.after + p.follows:
-                self.dependents[j].append(i)
         self.latest = [0.0] * n  # when a group's dependencies allow it to start
         self.starts, self.ends = [0.0] * n, [0.0] * n
-        self.messages = [set(p.receive_from) for p in plans]  # the groups that send it messages
-        seen: set[int] = set()
-        firsts = [p.device not in seen and not seen.add(p.device) for p in plans]
-        overheads = machine.overheads
-        self.before = [(overheads.task if first or p.receive_from else 0.0)
-                       + overheads.receive * len(p.receive_from)
-                       for first, p in zip(firsts, plans)]
-        self.work = [before + p.cost for before, p in zip(self.before, plans)]
         self.free: dict[str, float] = {}
         self.device_free = [0.0] * machine.num_devices
         self.dispatched: list[float | None] = [None] * machine.num_devices  # programs' starts
+        first = self._link(plans, machine.overheads)
         self.cores = (_SharedCores(machine, plans, self.work) if machine.cores_per_node
                       else None)
-        first: dict[int, int] = {}  # device -> its first group, which its program's dispatch books
-        self.held: dict[int, list[int]] = {}  # device -> groups ready before its program started
-        for i, plan in enumerate(plans):
-            first.setdefault(plan.device, i)
-            self.held.setdefault(plan.device, [])
-            if self.waiting[i] == 0:
-                self.held[plan.device].append(i)
         self.events = [(self.hop, i, DISPATCH, 0) for i in first.values()]
         heapq.heapify(self.events)
         self.launched: dict[str, list[tuple[int, float, Launch]]] = {}  # key -> its launches
@@ -227,6 +208,37 @@ class _Schedule:
                     last[communicator] = launch.key
                 self.launched.setdefault(launch.key, []).append((i, offset, launch))
         self.collected: dict[str, float] = {}  # key -> when the collective is done
+
+    def _link(self, plans: list[GroupPlan], overheads) -> dict[int, int]:
+        """Each group's dependents, the count it waits for, its overheads before its tasks
+        (`before`) and its `work`, and per device the groups ready before its program starts
+        (`held`); returns each device's first group (which its program's dispatch books). One
+        pass over the plans: the search schedules thousands of groups a proposal."""
+        n = len(plans)
+        task, receive = overheads.task, overheads.receive
+        dependents: list[list[int]] = [[] for _ in range(n)]
+        waiting, before, work = [0] * n, [0.0] * n, [0.0] * n
+        first: dict[int, int] = {}
+        held: dict[int, list[int]] = {}
+        for i, p in enumerate(plans):
+            sources, after, follows = p.receive_from, p.after, p.follows
+            for j in sources:
+                dependents[j].append(i)
+            for j in after:
+                dependents[j].append(i)
+            for j in follows:
+                dependents[j].append(i)
+            device, opens = p.device, p.device not in first
+            if opens:
+                first[device], held[device] = i, []
+            ahead = (task if opens or sources else 0.0) + receive * len(sources)
+            before[i], work[i] = ahead, ahead + p.cost
+            waiting[i] = len(sources) + len(after) + len(follows)
+            if not waiting[i]:
+                held[device].append(i)
+        self.dependents, self.waiting, self.before, self.work, self.held = (
+            dependents, waiting, before, work, held)
+        return first
 
     def run(self) -> tuple[list[float], list[float]]:
         events, cores = self.events, self.cores
@@ -346,8 +358,9 @@ class _Schedule:
         sends a message (the others follow it on its device, or meet it in a collective)."""
         self.ends[i] = end
         plans, latest, waiting = self.plans, self.latest, self.waiting
+        hop = self.hop * self._stretch()
         for k in self.dependents[i]:
-            ready = end + self.hop * self._stretch() if i in self.messages[k] else end
+            ready = end + hop if i in plans[k].receive_from else end
             if ready > latest[k]:
                 latest[k] = ready
             waiting[k] -= 1
