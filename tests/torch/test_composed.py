@@ -149,6 +149,19 @@ def test_losses_follow_pytorch(name):
     np.testing.assert_allclose(ours, theirs, rtol=1e-4)
 
 
+def test_the_causal_mask_does_not_train():
+    """Its frozen weight keeps its -inf above the diagonal and zeros elsewhere (a trainable one
+    would move by too little in 3 steps for the losses to show it)."""
+    torch.manual_seed(0)
+    model = Attention()
+    model.logits_only = True
+    _, ff = ff_losses(model, batches(attention_inputs, 4, CLASSES, steps=3), LR,
+                      probabilities=False)
+    mask = ff.get_layer_by_name("scaled_dot_product_attention_mask")
+    expected = np.triu(np.full((LENGTH, LENGTH), -np.inf, dtype=np.float32), k=1)
+    np.testing.assert_array_equal(mask.get_parameter_by_id(0).get_weights(ff), expected)
+
+
 def test_attention_dropout_only_in_training():
     """A model traced with dropout_p > 0 gives torch's dropout-free output in inference, and
     drops attention weights in training."""
