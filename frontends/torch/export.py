@@ -135,7 +135,12 @@ def _exported(model: nn.Module, example_inputs, fx_error: ConversionError | None
             f"the in-process route takes from its input tensors (torch_to_ff); for a file, give "
             f"PyTorchModel example_inputs=(tensors...) or, for a Hugging Face model, "
             f"is_hf_model=True with batch_size and seq_length")
-    program = aten.export_program(model, example_inputs)
+    try:
+        program = aten.export_program(model, example_inputs)
+    except ConversionError as error:
+        if fx_error is None:
+            raise
+        raise ConversionError(f"{fx_error}\n{error}") from error  # both routes' reasons
     return aten.to_ir(program, type(model).__name__)
 
 
