@@ -217,8 +217,10 @@ class MemoryModel:
             return []
         trained = [(wkey, holders) for wkey, holders in weight_devices.items()
                    if self.graph.layers[wkey[0]].weights[wkey[1]].trainable]
-        made = [(d, self.backward_at(wkey[0]), self.end, wkey[2].volume * 4)
-                for wkey, holders in trained for d in holders]
+        made = []
+        for wkey, holders in trained:  # (a box's bytes counted once, not once a holder)
+            at, nbytes = self.backward_at(wkey[0]), wkey[2].volume * 4
+            made += [(d, at, self.end, nbytes) for d in holders]
         for wkey, holders in trained:  # a shard's pieces from the other holders, at its update
             if wkey not in replicated and len(holders) > 1:
                 at = self.backward_at(wkey[0])

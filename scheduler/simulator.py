@@ -303,7 +303,9 @@ class _Schedule:
             if arrived > ready:
                 ready = arrived
         for key in plan.awaits:
-            done = self._collected(key, stretch)
+            done = self.collected.get(key)  # (most awaits find their collective worked out)
+            if done is None:
+                done = self._collected(key, stretch)
             if done > ready:
                 ready = done
         heapq.heappush(self.events, (ready, i, 1, 0))
@@ -707,8 +709,8 @@ class Simulator:
         for g, (name, receive_from, after, follows) in zip(ordered, links):
             whole = assembled[g]
             plans.append(GroupPlan(name, g[0], whole.cost, whole.sent, whole.feeds, receive_from,
-                                   after, whole.early, launches=whole.launches,
-                                   awaits=whole.awaits, follows=follows))
+                                   after, whole.early, (), (), whole.launches, whole.awaits,
+                                   follows))  # (positional: thousands a proposal)
         return plans
 
     def _assemble(self, members: list) -> _Assembled:
