@@ -38,16 +38,18 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from flexflow.type import OpType
 
-from .call import Call, is_number, source_line
+from .call import Call, is_number, meta, source_line
 from .fallbacks import TorchImportWarning
 from .functions import REVERSED
 from .ir import (ONNX_ROUTE, ConversionError, IRNode, TorchOp, all_errors, format_param,
                  parse_param)
+from .masks import MASK_CONVERTERS
 from .modules import NO_ACTIVATION
 from .weights import BUFFER, PARAMETER, TorchState
 
 aten = torch.ops.aten
 MASKED = float(np.finfo(np.float32).min)  # what a False of a bool attention mask adds
+GELUS = {"none": OpType.GELU, "tanh": TorchOp.GELU_TANH}
 _IGNORED = {aten._assert_tensor_metadata, aten._assert_scalar, aten.sym_constrain_range_for_size}
 
 
@@ -105,10 +107,15 @@ class Translator:
         if value.name in self.parameters:
             return self.parameter_attribute(call, value.name)
         array = self.constants[value.name]
-        if not isinstance(array, torch.Tensor) or not array.is_floating_point():
+        if not isinstance(array, torch.Tensor) or not (
+                array.is_floating_point() or torch.equal(array.float().to(array.dtype), array)):
             raise call.fail(f"the constant '{value.name}' ({_describe(array)}) is read as a "
-                            f"tensor; only float constants can be")
+                            f"tensor; only float constants and bool or integer ones that float32 "
+                            f"holds exactly can be")
         self.names[value.name] = self.buffer(value.name, array)
+        if not array.is_floating_point():  # held as float32, cast back (a causal bool mask)
+            self.names[value.name] = self.emit(f"{value.name}_{str(array.dtype)[6:]}", OpType.TO,
+                                               [value.name], (str(array.dtype),))
         return self.names[value.name]
 
     def buffer(self, name: str, array: torch.Tensor) -> str:
@@ -139,6 +146,27 @@ class Translator:
         if not isinstance(value, fx.Node) or value.name not in self.parameters:
             raise call.fail(f"argument '{name}' must be a parameter of the model")
         return value.name, self.parameters[value.name]
+
+    def scalar(self, value):
+        """A number for a Python number or a one-element constant, else None."""
+        if is_number(value):
+            return value
+        if isinstance(value, fx.Node) and value.name in self.constants:
+            constant = self.constants[value.name]
+            if isinstance(constant, torch.Tensor) and constant.numel() == 1:
+                return constant.item()
+        return None
+
+    def number_operand(self, call: Call, a, b) -> tuple[int, object] | None:
+        """(k, number) where operand k of a binary op is a number (or a one-element constant)
+        that leaves the other's shape as the result's, the right one tried first; else None."""
+        shape = tuple(meta(call.node).shape)
+        for k in (1, 0):
+            number, other = self.scalar((a, b)[k]), (a, b)[1 - k]
+            if number is not None and isinstance(other, fx.Node) and tuple(
+                    meta(other).shape) == shape:
+                return k, number
+        return None
 
     # ---- writing IR -----------------------------------------------------------------------------
     def emit(self, name: str, op_type, inputs, params) -> str:
@@ -235,11 +263,6 @@ def _describe(value) -> str:
     return repr(value)
 
 
-def _meta(node: fx.Node):
-    """The example value torch.export recorded for `node` (shapes, dtypes)."""
-    return node.meta["val"]
-
-
 # ---- converters: (translator, call) -> the IR node that holds the node's value -----------------
 def _input(tr: Translator, call: Call, index: int = 0, name: str = "input") -> str:
     return tr.tensor(call, call.arg(index, name))
@@ -256,8 +279,8 @@ def _unary(op_type: OpType | TorchOp, *params):
 
 def _to(tr: Translator, call: Call) -> str:
     """A cast: nothing when the type stays (a device or layout change), else a TO node."""
-    target = _meta(call.node).dtype
-    if _meta(call.arg(0, "input")).dtype == target:
+    target = meta(call.node).dtype
+    if meta(call.arg(0, "input")).dtype == target:
         return _input(tr, call)
     return tr.emit(call.node.name, OpType.TO, [_input(tr, call)], (str(target),))
 
@@ -271,8 +294,8 @@ def _dropout(tr: Translator, call: Call) -> str:
 
 def _gelu(tr: Translator, call: Call) -> str:
     approximate = call.kwargs.get("approximate", "none")
-    call.expect(approximate == "none", f"gelu(approximate={approximate!r}) is not supported")
-    return tr.emit(call.node.name, OpType.GELU, [_input(tr, call)], ())
+    call.expect(approximate in GELUS, f"gelu(approximate={approximate!r}) is not supported")
+    return tr.emit(call.node.name, GELUS[approximate], [_input(tr, call)], ())
 
 
 def _pow(tr: Translator, call: Call) -> str:
@@ -281,31 +304,17 @@ def _pow(tr: Translator, call: Call) -> str:
     return tr.emit(call.node.name, OpType.POW, [_input(tr, call)], (exponent,))
 
 
-def _scalar_of(tr: Translator, value):
-    """A number for a Python number or a one-element constant, else None."""
-    if is_number(value):
-        return value
-    if isinstance(value, fx.Node) and value.name in tr.constants:
-        constant = tr.constants[value.name]
-        if isinstance(constant, torch.Tensor) and constant.numel() == 1:
-            return constant.item()
-    return None
-
-
 def _arithmetic(tensor_op: OpType, scalar_op: OpType, commutes: bool):
     def convert(tr: Translator, call: Call) -> str:
         call.expect(call.kwargs.get("alpha", 1) == 1, "alpha is not supported")
         call.expect(call.kwargs.get("rounding_mode") is None, "rounding_mode is not supported")
         a, b = call.arg(0, "input"), call.arg(1, "other")
-        shape = tuple(_meta(call.node).shape)
-        numbers = [_scalar_of(tr, v) for v in (a, b)]
-        for k in (1, 0):  # a number operand that leaves the other's shape as it is
-            other = (a, b)[1 - k]
-            if numbers[k] is not None and isinstance(other, fx.Node) and tuple(
-                    _meta(other).shape) == shape:
-                flip = (REVERSED,) if k == 0 and not commutes else ()
-                return tr.emit(call.node.name, scalar_op, [tr.tensor(call, other)],
-                               (numbers[k],) + flip)
+        found = tr.number_operand(call, a, b)
+        if found is not None:
+            k, number = found
+            flip = (REVERSED,) if k == 0 and not commutes else ()
+            return tr.emit(call.node.name, scalar_op, [tr.tensor(call, (a, b)[1 - k])],
+                           (number,) + flip)
         return tr.emit(call.node.name, tensor_op, [tr.tensor(call, a), tr.tensor(call, b)], ())
     return convert
 
@@ -315,7 +324,7 @@ def _neg(tr: Translator, call: Call) -> str:
 
 
 def _mean(tr: Translator, call: Call) -> str:
-    dims = call.arg(1, "dim", None) or range(_meta(call.arg(0, "input")).dim())
+    dims = call.arg(1, "dim", None) or range(meta(call.arg(0, "input")).dim())
     keepdim = (True,) if call.arg(2, "keepdim", False) else ()
     return tr.emit(call.node.name, OpType.MEAN, [_input(tr, call)], tuple(dims) + keepdim)
 
@@ -328,15 +337,15 @@ def _softmax(tr: Translator, call: Call) -> str:
 def _reshape(tr: Translator, call: Call) -> str:
     """view, reshape, squeeze, flatten, ...: a reshape to the shape torch.export recorded
     (none where the shape stays)."""
-    shape = list(_meta(call.node).shape)
-    if list(_meta(call.arg(0, "input")).shape) == shape:
+    shape = list(meta(call.node).shape)
+    if list(meta(call.arg(0, "input")).shape) == shape:
         return _input(tr, call)
     return tr.emit(call.node.name, OpType.RESHAPE, [_input(tr, call)], (shape,))
 
 
 def _expand(tr: Translator, call: Call) -> str:
     return tr.emit(call.node.name, OpType.EXPAND, [_input(tr, call)],
-                   (list(_meta(call.node).shape),))
+                   (list(meta(call.node).shape),))
 
 
 def _transpose(tr: Translator, call: Call) -> str:
@@ -356,7 +365,7 @@ def _unsqueeze(tr: Translator, call: Call) -> str:
 
 def _index_at(call: Call, dim: int, item) -> tuple:
     """The basic index that picks `item` (an int or a slice) along `dim`."""
-    rank = _meta(call.arg(0, "input")).dim()
+    rank = meta(call.arg(0, "input")).dim()
     return (slice(None),) * (dim % rank) + (item,)
 
 
@@ -375,7 +384,7 @@ def _select(tr: Translator, call: Call) -> str:
 def _split(tr: Translator, call: Call) -> str:
     """split, split_with_sizes, chunk: the pieces' sizes as torch.export recorded them."""
     dim = call.arg(2, "dim", 0)
-    sizes = [piece.shape[dim] for piece in _meta(call.node)]
+    sizes = [piece.shape[dim] for piece in meta(call.node)]
     return tr.emit(call.node.name, OpType.SPLIT, [_input(tr, call)], (sizes, dim))
 
 
@@ -425,13 +434,14 @@ def _addmm(tr: Translator, call: Call) -> str:
 
 
 def _layer_norm(tr: Translator, call: Call) -> str:
+    """A layer norm; with a weight and no bias, LAYER_NORM's fourth parameter (bias) False."""
     shape = tuple(call.arg(1, "normalized_shape"))
     weights = _weights(tr, call, {"weight": 2, "bias": 3}) if call.arg(2, "weight", None) is \
         not None else {}
-    call.expect(not weights or "bias" in weights,
-                "a layer norm with a weight and no bias is not supported (layer_norm's affine "
-                "form has both)")
-    params = (shape, float(call.arg(4, "eps", 1e-5)), bool(weights))
+    call.expect(call.arg(3, "bias", None) is None or weights,
+                "a layer norm with a bias and no weight is not supported")
+    params = (shape, float(call.arg(4, "eps", 1e-5)), bool(weights)) + (
+        (False,) if weights and "bias" not in weights else ())
     if not weights:
         return tr.emit(call.node.name, OpType.LAYER_NORM, [_input(tr, call)], params)
     return tr.layer(call, OpType.LAYER_NORM, [_input(tr, call)], params, weights)
@@ -462,7 +472,7 @@ def _embedding_of_constant(tr: Translator, call: Call, parameter: str, indices) 
     onehot = F.one_hot(indices.reshape(-1), tr.parameters[parameter].shape[0])
     picks = tr.buffer(f"{name}_onehot", onehot)
     product = tr.emit(f"{name}_rows", OpType.BATCH_MATMUL, [picks, rows], ())
-    return tr.emit(name, OpType.RESHAPE, [product], (list(_meta(call.node).shape),))
+    return tr.emit(name, OpType.RESHAPE, [product], (list(meta(call.node).shape),))
 
 
 # ---- attention ----------------------------------------------------------------------------------
@@ -479,13 +489,11 @@ def _attention(tr: Translator, call: Call) -> str:
 
 
 def _attention_bias(tr: Translator, call: Call) -> str | None:
-    """The IR node of the float mask added to the scores: a constant bool mask gives 0 where
-    it holds and float32's lowest elsewhere (None when it holds everywhere: BERT's without
-    padding); a float mask is itself."""
+    """The IR node of the mask: a constant bool mask becomes the float one it adds, 0 where it
+    holds and float32's lowest elsewhere (None when it holds everywhere: BERT's without
+    padding); a float mask, or one computed from the inputs (a padding mask), is itself."""
     mask = call.arg(3, "attn_mask", None)
-    if mask is None or not tr.is_constant(mask):
-        call.expect(mask is None or _meta(mask).is_floating_point(), "a bool mask computed "
-                    "from the inputs is not supported (a float one, added to the scores, is)")
+    if mask is None or not tr.is_constant(mask):  # a bool one keeps scores where it holds
         return None if mask is None else tr.tensor(call, mask)
     value = tr.constants[mask.name]
     if value.dtype != torch.bool:
@@ -516,6 +524,7 @@ CONVERTERS = {
     aten.matmul: _matmul, aten.bmm: _matmul, aten.mm: _matmul,
     aten.linear: _linear, aten.addmm: _addmm, aten.layer_norm: _layer_norm,
     aten.embedding: _embedding, aten.scaled_dot_product_attention: _attention,
+    **MASK_CONVERTERS,
 }
 
 

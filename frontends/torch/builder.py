@@ -24,9 +24,10 @@ from flexflow.initializers import ArrayInitializer, NormInitializer
 from flexflow.tensor import Tensor
 from flexflow.type import ActiMode, AggrMode, DataType, OpType, PoolType
 
-from .composed import COMPOSED, pieces
+from .composed import COMPOSED, pieces, scaled_layer_norm
 from .fallbacks import flexflow_split, warn_torch_weights_unused
 from .ir import ConversionError, IRNode, Ref, format_node
+from .logic import broadcast
 from .pooling import ADAPTIVE
 from .weights import BUFFER, PARAMETER, TorchState, ff_arrays, load, misfit
 
@@ -270,16 +271,22 @@ class Builder:
         return self._reshape(y, x.dims, f"{node.name}_back")
 
     def _layer_norm(self, node, args, params):
-        """`LAYER_NORM` alone (FlexFlow's files): the last dim, eps 1e-5, affine."""
+        """`LAYER_NORM` alone (FlexFlow's files): the last dim, eps 1e-5, affine. A fourth
+        parameter False (bias) with affine: a weight and no bias (composed.py)."""
         x = self._tensor(node, args[0])
-        shape, eps, affine = params or ((x.dims[-1],), 1e-5, True)
+        shape, eps, affine, *bias = params or ((x.dims[-1],), 1e-5, True)
         shape = tuple(shape)
         if x.dims[len(x.dims) - len(shape):] != shape:
             raise node.error(f"normalized_shape {shape} does not match the input's trailing "
                              f"dims {x.dims}")
+        if bias not in ([], [True], [False]):
+            raise node.error(f"the fourth parameter (bias) must be True or False, got {bias[0]!r}")
+        axes = list(range(-len(shape), 0))
+        if affine and bias == [False]:
+            return scaled_layer_norm(self, node, x, axes, eps)
         self._shared(node, shareable=False)
-        y = self.ff.layer_norm(input=x, axes=list(range(-len(shape), 0)),
-                               elementwise_affine=bool(affine), eps=eps, name=node.name)
+        y = self.ff.layer_norm(input=x, axes=axes, elementwise_affine=bool(affine), eps=eps,
+                               name=node.name)
         return self._weights(node, y)
 
     def _embedding(self, node, args, params):
@@ -555,7 +562,7 @@ class Builder:
 
     def _expand(self, node, args, params):
         """Broadcast by adding a zero tensor of the target shape (exact; the gradient sums over
-        the broadcast dims)."""
+        the broadcast dims), a bool tensor by or-ing it with False (logic.py)."""
         x = self._tensor(node, args[0])
         shape = self._target_shape(node, params)
         lead = len(shape) - x.num_dims
@@ -567,9 +574,7 @@ class Builder:
             raise node.error(f"cannot expand {x.dims} to {tuple(shape)}")
         if tuple(target) == x.dims:
             return x
-        x = self._reshape(x, dims, f"{node.name}_rank")
-        zeros = self.ff.create_constant(target, 0.0)
-        return self.ff.add(x=x, y=zeros, name=node.name)
+        return broadcast(self, self._reshape(x, dims, f"{node.name}_rank"), target, node.name)
 
     def _unsqueeze(self, node, args, params):
         x = self._tensor(node, args[0])

@@ -36,6 +36,11 @@ def describe_target(node: fx.Node, module=None) -> str:
     return f"{owner.lstrip('_')}.{name}"  # _operator.add -> operator.add
 
 
+def meta(node: fx.Node):
+    """The example value torch.export recorded for `node` (shapes, dtypes)."""
+    return node.meta["val"]
+
+
 def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 

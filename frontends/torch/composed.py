@@ -31,6 +31,12 @@ node's input values and parameters; helper layers are named `<node>_<purpose>`. 
   at zero. `dropout` applies between layers in training only. The value is (output, (h_n, c_n)),
   as torch returns it. Weights come from torch's `weight_ih_l<k>`, `weight_hh_l<k>`,
   `bias_ih_l<k>`, `bias_hh_l<k>`, or FFModel's default initializers without them.
+* `GELU_TANH` (no parameters; input x): gelu's tanh approximation written out,
+  0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))), as torch computes it.
+
+A `LAYER_NORM; shape; eps; True; False` node (a layer norm with a weight and no bias, which
+FFModel's layer norm has no form for) is the plain layer norm times the node's own trainable
+weight (`scaled_layer_norm` below).
 
 A second call of a module with weights (GroupNorm, LSTM) shares the first call's weights.
 """
@@ -46,6 +52,10 @@ from flexflow.tensor import Tensor
 from flexflow.type import DataType
 
 from .ir import IRNode, TorchOp
+from .logic import LOGIC
+
+GELU_SCALE = math.sqrt(2 / math.pi)
+GELU_CUBE = 0.044715
 
 
 def pieces(length: int, size: int) -> list[int]:
@@ -71,6 +81,36 @@ def silu(b, node, args, params):
     """x * sigmoid(x), torch's SiLU (swish)."""
     x = b._tensor(node, args[0])
     return b.ff.multiply(x, b.ff.sigmoid(x, name=f"{node.name}_sigmoid"), name=node.name)
+
+
+def gelu_tanh(b, node, args, params):
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): FFModel's gelu is the exact (erf) one."""
+    x = b._tensor(node, args[0])
+    ff, name = b.ff, node.name
+    cube = ff.scalar_multiply(ff.pow(x, 3.0, name=f"{name}_cube"), GELU_CUBE,
+                              name=f"{name}_cube_scaled")
+    inner = ff.scalar_multiply(ff.add(x, cube, name=f"{name}_inner"), GELU_SCALE,
+                               name=f"{name}_inner_scaled")
+    half = ff.scalar_multiply(x, 0.5, name=f"{name}_half")
+    return ff.multiply(half, ff.scalar_add(ff.tanh(inner, name=f"{name}_tanh"), 1.0,
+                                           name=f"{name}_one_plus"), name=name)
+
+
+def scaled_layer_norm(b, node, x: Tensor, axes: list[int], eps: float) -> Tensor:
+    """A layer norm without affine times a trainable weight of the normalised shape: torch's
+    layer norm with a weight and no bias. The weight is torch's `weight` when given, else ones;
+    a second call of the module shares it."""
+    shape = tuple(x.dims[a] for a in axes)
+    normal = b.ff.layer_norm(x, axes=axes, elementwise_affine=False, eps=eps,
+                             name=f"{node.name}_norm")
+    weight = b._shared(node)
+    if weight is None:
+        arrays = _torch_weights(b, node, {"weight": shape})
+        weight = b.ff.create_weight(list(shape), initializer=OnesInitializer() if arrays is None
+                                    else ArrayInitializer(arrays["weight"]),
+                                    name=f"{node.name}_weight")
+    b.weight_ops[node.name] = weight
+    return b.ff.multiply(normal, weight, name=node.name)
 
 
 def hardtanh(b, node, args, params):
@@ -284,4 +324,4 @@ class _Cell:
 
 COMPOSED = {TorchOp.SILU: silu, TorchOp.HARDTANH: hardtanh, TorchOp.CHUNK: chunk,
             TorchOp.GROUP_NORM: group_norm, TorchOp.SCALED_DOT_PRODUCT_ATTENTION: attention,
-            TorchOp.LSTM: lstm}
+            TorchOp.LSTM: lstm, TorchOp.GELU_TANH: gelu_tanh, **LOGIC}

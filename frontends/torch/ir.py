@@ -15,7 +15,8 @@ Formats (one line per node, in topological order):
   no groups field).
 
 Op types are FlexFlow's `OpType` names, and for torch constructs FlexFlow's importer had no op for
-(SiLU, Hardtanh, chunk, GroupNorm, scaled dot-product attention, LSTM) the names of `TorchOp`,
+(SiLU, Hardtanh, chunk, GroupNorm, scaled dot-product attention, LSTM, the comparisons, `where`
+and logical ops of masks, clamp, gelu's tanh approximation) the names of `TorchOp`,
 which the builder composes from FFModel layers (one node, one line, as for FlexFlow's own ops).
 
 Parameters are read with `ast.literal_eval`, which accepts literals only: a file can never run
@@ -77,6 +78,12 @@ class TorchOp(Enum):
     LSTM = 3006                          # ; input; hidden; layers; bias; batch_first; dropout
     # (inputs x[, h0, c0]); the parameters' meanings and types are those of the torch module or
     # function they come from, listed in composed.py, which builds them
+    COMPARE = 3007     # ; op[; number] (op eq, ne, lt, le, gt, ge; inputs x[, y]): a bool tensor
+    WHERE = 3008       # ; a; b (numbers, or None for a tensor input; inputs cond, tensor choices)
+    LOGICAL = 3009     # ; op (and, or: inputs x, y; not: input x; bool tensors)
+    CLAMP = 3010       # ; min; max (numbers, either None)
+    GELU_TANH = 3011   # gelu(approximate="tanh"): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    # the first four are listed in logic.py, which builds them; a cast is OpType's TO; torch.bool
 
 
 @dataclass(frozen=True)
