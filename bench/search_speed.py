@@ -1,5 +1,8 @@
 """Search speed: MCMC with delta simulation vs full simulation (task graph rebuilt and re-fused
-for every proposal), on AlexNet (batch 64 per device) over the 16-device P100 preset.
+for every proposal), on AlexNet (or `--model`, any network of bench/dnn.py; batch 64 per device)
+over the 16-device P100 preset. `--run-checks` simulates the task graphs a default run executes,
+as bench/paper_table.py does (buckets all-reduced, gradients checked): the deep networks' search
+is timed so (issue 34: Inception-v3 and ResNet-101 at budget 1,000).
 
 Both searches draw the same proposals (same seed) and, since the delta simulation returns the
 full simulation's numbers exactly, must end with the same best cost. Times are medians over
@@ -7,6 +10,7 @@ runs, wall clock and CPU time of this process (the machine may be shared: both a
 with the load average).
 
     python bench/search_speed.py [--budget 1000] [--runs 3] [--full-runs 1] [--flags default,all]
+                                 [--model resnet101 --run-checks]
 """
 
 from __future__ import annotations
@@ -20,21 +24,23 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from dnn import alexnet, graph_of  # noqa: E402
+import dnn  # noqa: E402
 from command_line import command_line  # noqa: E402
+from paper_table import RUN_CHECKS  # noqa: E402
 
 from flexflow.scheduler import machine as machine_module  # noqa: E402
 from flexflow.scheduler.search import SearchOptions, search  # noqa: E402
 from flexflow.scheduler.simulator import Simulator  # noqa: E402
+from flexflow.scheduler.taskgraph import Checks  # noqa: E402
 
 FLAGS = {"default": {}, "all": {"enable_parameter_parallel": True,
                                 "enable_attribute_parallel": True}}
 
 
-def timed_search(graph, objective, machine, options):
+def timed_search(graph, objective, machine, options, checks):
     """(wall s, CPU s, best cost, groups simulated per proposal): the last tells a slower search
     from one that visits strategies of more fused groups."""
-    simulator = Simulator(graph, objective, machine)  # fresh: no warm caches between runs
+    simulator = Simulator(graph, objective, machine, checks=checks)  # fresh: no warm caches
     groups = []
     simulate = simulator.simulate if options.delta else simulator.simulate_full
 
@@ -51,17 +57,20 @@ def timed_search(graph, objective, machine, options):
 
 def main():
     args = command_line(__doc__, budget=1000, runs=3, full_runs=1, flags="default,all",
-                        machine="p100-4x4")
+                        machine="p100-4x4", model="alexnet", run_checks=False)
     machine = machine_module.preset(args.machine)
     n = machine.num_devices
-    graph, objective = graph_of(alexnet, 64 * n)
-    print(f"AlexNet, batch {64 * n}, {machine.describe()}; budget {args.budget}; "
+    graph, objective = dnn.graph_of(getattr(dnn, args.model), 64 * n)
+    checks = RUN_CHECKS if args.run_checks else Checks()
+    print(f"{args.model}, batch {64 * n}, {machine.describe()}; budget {args.budget}"
+          f"{', checks of a run' if args.run_checks else ''}; "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
     for name in args.flags.split(","):
         options = SearchOptions(args.budget, **FLAGS[name])
-        delta = [timed_search(graph, objective, machine, options) for _ in range(args.runs)]
+        delta = [timed_search(graph, objective, machine, options, checks)
+                 for _ in range(args.runs)]
         full_options = SearchOptions(args.budget, delta=False, **FLAGS[name])
-        full = [timed_search(graph, objective, machine, full_options)
+        full = [timed_search(graph, objective, machine, full_options, checks)
                 for _ in range(args.full_runs)]
         dw, dc = (statistics.median(r[i] for r in delta) for i in (0, 1))
         fw, fc = (statistics.median(r[i] for r in full) for i in (0, 1))
