@@ -40,7 +40,7 @@ from flexflow.type import OpType
 
 from .call import Call, is_number, meta, source_line
 from .fallbacks import TorchImportWarning
-from .functions import REVERSED
+from .functions import GELUS, REVERSED
 from .ir import (ONNX_ROUTE, ConversionError, IRNode, TorchOp, all_errors, format_param,
                  parse_param)
 from .masks import MASK_CONVERTERS
@@ -49,7 +49,6 @@ from .weights import BUFFER, PARAMETER, TorchState
 
 aten = torch.ops.aten
 MASKED = float(np.finfo(np.float32).min)  # what a False of a bool attention mask adds
-GELUS = {"none": OpType.GELU, "tanh": TorchOp.GELU_TANH}
 _IGNORED = {aten._assert_tensor_metadata, aten._assert_scalar, aten.sym_constrain_range_for_size}
 
 

@@ -27,6 +27,8 @@ from .call import Call, is_number
 from .ir import Ref, TorchOp
 
 REVERSED = "reversed"
+GELUS = {"none": OpType.GELU, "tanh": TorchOp.GELU_TANH}
+FLIPPED = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
 
 
 def _value(value):
@@ -148,8 +150,57 @@ def _unary(op_type: OpType | TorchOp):
 def _gelu(call: Call):
     call.tensor(0, "input")
     approximate = call.arg(1, "approximate", "none")
-    call.expect(approximate == "none", f"approximate={approximate!r} is not supported")
-    return OpType.GELU, ()
+    call.expect(approximate in GELUS, f"approximate={approximate!r} is not supported")
+    return GELUS[approximate], ()
+
+
+def _compare(op: str):
+    """x op y, or x op number; a number on the left flips the comparison (2 < x is x > 2)."""
+    def convert(call: Call):
+        a, b = call.arg(0, "input"), call.arg(1, "other")
+        if isinstance(a, fx.Node) and isinstance(b, fx.Node):
+            return TorchOp.COMPARE, (op,)
+        if isinstance(a, fx.Node) and _is_scalar(b):
+            return TorchOp.COMPARE, (op, b)
+        call.expect(_is_scalar(a) and isinstance(b, fx.Node),
+                    f"operands {a!r} and {b!r} are not supported (tensors or numbers)")
+        return TorchOp.COMPARE, (FLIPPED[op], a)
+    return convert
+
+
+def _is_scalar(value) -> bool:
+    return isinstance(value, (bool, int, float))
+
+
+def _where(call: Call):
+    """torch.where(cond, a, b): numbers become parameters, tensors inputs after cond."""
+    call.tensor(0, "condition")
+    choices = [call.arg(1, "input"), call.arg(2, "other")]
+    call.expect(all(isinstance(c, fx.Node) or _is_scalar(c) for c in choices),
+                f"the choices {choices!r} must be tensors of the model or numbers")
+    return TorchOp.WHERE, tuple(None if isinstance(c, fx.Node) else c for c in choices)
+
+
+def _logical(op: str):
+    def convert(call: Call):
+        for index, name in enumerate(("input", "other")[:1 if op == "not" else 2]):
+            call.tensor(index, name)
+        return TorchOp.LOGICAL, (op,)
+    return convert
+
+
+def _clamp(call: Call):
+    call.tensor(0, "input")
+    low, high = call.arg(1, "min", None), call.arg(2, "max", None)
+    call.expect(all(v is None or is_number(v) for v in (low, high))
+                and (low, high) != (None, None),
+                f"min {low!r} and max {high!r} must be numbers or None, not both None")
+    return TorchOp.CLAMP, (low, high)
+
+
+def _bool(call: Call):
+    call.tensor(0, "input")
+    return OpType.TO, (str(torch.bool),)
 
 
 def _elu(call: Call):
@@ -360,6 +411,12 @@ FUNCTIONS = {
     F.scaled_dot_product_attention: _attention, torch.transpose: _transpose,
     torch.permute: _permute,
     torch.reshape: _shape_op(OpType.RESHAPE), torch.unsqueeze: _unsqueeze, torch.mean: _mean,
+    torch.where: _where, torch.clamp: _clamp, torch.clip: _clamp,
+    operator.and_: _logical("and"), operator.or_: _logical("or"),
+    operator.invert: _logical("not"), torch.logical_and: _logical("and"),
+    torch.logical_or: _logical("or"), torch.logical_not: _logical("not"),
+    **{getattr(operator, op): _compare(op) for op in FLIPPED},
+    **{getattr(torch, op): _compare(op) for op in FLIPPED},
 }
 
 METHODS = {
@@ -376,6 +433,9 @@ METHODS = {
     "unsqueeze": _unsqueeze, "mean": _mean, "chunk": _chunk,
     "contiguous": _tensor_method(OpType.CONTIGUOUS),
     "float": _tensor_method(OpType.FLOAT), "type_as": _tensor_method(OpType.TYPE_AS), "to": _to,
+    "bool": _bool, "clamp": _clamp, "clip": _clamp, "logical_and": _logical("and"),
+    "logical_or": _logical("or"), "logical_not": _logical("not"),
+    **{op: _compare(op) for op in FLIPPED},
 }
 
 

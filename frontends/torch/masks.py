@@ -17,10 +17,10 @@ import torch.fx as fx
 from flexflow.type import OpType
 
 from .call import Call, meta
+from .functions import FLIPPED
 from .ir import TorchOp
 
 aten = torch.ops.aten
-_FLIPPED = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
 
 
 def _compare(op: str):
@@ -33,7 +33,7 @@ def _compare(op: str):
                            [tr.tensor(call, a), tr.tensor(call, b)], (op,))
         k, number = found
         return tr.emit(call.node.name, TorchOp.COMPARE, [tr.tensor(call, (a, b)[1 - k])],
-                       (op if k else _FLIPPED[op], number))
+                       (op if k else FLIPPED[op], number))
     return convert
 
 
@@ -116,7 +116,7 @@ def _index(tr, call: Call) -> str:
 
 
 MASK_CONVERTERS = {
-    **{getattr(aten, op): _compare(op) for op in _FLIPPED},
+    **{getattr(aten, op): _compare(op) for op in FLIPPED},
     aten.where: _where, aten.masked_fill: _masked_fill,
     aten.logical_and: _logical("and"), aten.bitwise_and: _logical("and"),
     aten.__and__: _logical("and"), aten.logical_or: _logical("or"),

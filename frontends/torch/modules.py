@@ -17,6 +17,7 @@ from flexflow.type import ActiMode, OpType, PoolType
 
 from . import pooling
 from .call import Call
+from .functions import GELUS
 from .ir import TorchOp
 
 NO_ACTIVATION = ActiMode.AC_MODE_NONE.value
@@ -77,9 +78,10 @@ def _batch_norm(m: nn.BatchNorm2d, call: Call):
 
 
 def _layer_norm(m: nn.LayerNorm, call: Call):
-    call.expect(not m.elementwise_affine or m.bias is not None,
-                "LayerNorm(bias=False) is not supported (layer_norm's affine form has a bias)")
-    return OpType.LAYER_NORM, (tuple(m.normalized_shape), float(m.eps), m.elementwise_affine)
+    """LayerNorm(bias=False): LAYER_NORM's fourth parameter (bias) False."""
+    params = (tuple(m.normalized_shape), float(m.eps), m.elementwise_affine)
+    return OpType.LAYER_NORM, params + ((False,) if m.elementwise_affine and m.bias is None
+                                        else ())
 
 
 def _group_norm(m: nn.GroupNorm, call: Call):
@@ -119,8 +121,8 @@ def _elu(m: nn.ELU, call: Call):
 
 
 def _gelu(m: nn.GELU, call: Call):
-    call.expect(m.approximate == "none", f"GELU(approximate={m.approximate!r}) is not supported")
-    return OpType.GELU, ()
+    call.expect(m.approximate in GELUS, f"GELU(approximate={m.approximate!r}) is not supported")
+    return GELUS[m.approximate], ()
 
 
 def _softmax(m: nn.Softmax, call: Call):
