@@ -279,7 +279,7 @@ class Builder:
         if x.dims[len(x.dims) - len(shape):] != shape:
             raise node.error(f"normalized_shape {shape} does not match the input's trailing "
                              f"dims {x.dims}")
-        if bias not in ([], [True], [False]):
+        if bias and not isinstance(bias[0], bool):
             raise node.error(f"the fourth parameter (bias) must be True or False, got {bias[0]!r}")
         axes = list(range(-len(shape), 0))
         if affine and bias == [False]:
