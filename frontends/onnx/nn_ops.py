@@ -6,7 +6,10 @@ FFModel layer (dense, conv2d, batch_norm, layer_norm, embedding); a 1-d convolut
 runs as its 2-d form over a height of 1, and a normalisation over other ranks through a reshape to
 NCHW. Compositions, all exact: LRN = x * (bias + alpha * avg_pool(x^2 over channels))^-beta;
 BatchNormalization in training mode whose running statistics are read = the batch statistics
-written out; LayerNormalization's Mean/InvStdDev outputs likewise.
+written out; LayerNormalization's Mean/InvStdDev outputs likewise; InstanceNormalization and
+GroupNormalization = the standardisation written out (over the spatial dims, or over each group
+of channels reshaped to one dim) times the scale plus the bias, as tensors along the channels
+(or, before opset 21, the groups), trainable where they are parameters (parameters.py).
 """
 
 from __future__ import annotations
@@ -211,15 +214,8 @@ def _batch_norm_statistics(cv, node, x, scale, bias, mean, var, eps, momentum):
     and (biased) variance and return the updated running mean and variance."""
     ff = cv.ffmodel
     axes = [0] + list(range(2, x.num_dims))
-    channel = (1, x.dims[1]) + (1,) * (x.num_dims - 2)
-    batch_mean = ff.mean(x, axes, True, name=node.name)
-    centred = ff.subtract(x, batch_mean, name=node.name)
-    batch_var = ff.mean(ff.multiply(centred, centred, name=node.name), axes, True,
-                        name=node.name)
-    inv_std = ff.rsqrt(ff.scalar_add(batch_var, eps, name=node.name), name=node.name)
-    y = ff.multiply(centred, inv_std, name=node.name)
-    y = arith(cv, node, "Mul", y, Const(scale.reshape(channel), True))
-    y = arith(cv, node, "Add", y, Const(bias.reshape(channel), True))
+    y, batch_mean, batch_var, _ = _standardised(cv, node, x, axes, eps)
+    y = _affine(cv, node, y, Const(scale, True), Const(bias, True))
     running = []
     for statistic, previous in ((batch_mean, mean), (batch_var, var)):
         flat = cv.reshape(statistic, (x.dims[1],), node)
@@ -243,11 +239,66 @@ def layer_norm(cv, node, xs):
     cv.load(y, [gamma, beta])
     if not (node.wanted(1) or node.wanted(2)):
         return [y]
+    _, mean, _, inv_std = _standardised(cv, node, x, axes, eps)
+    return [y, mean, inv_std]
+
+
+@handles("InstanceNormalization")
+def instance_norm(cv, node, xs):
+    """Each sample's channel standardised over its spatial dims, then scaled and shifted per
+    channel (torch's exporters write GroupNorm as one over the channels grouped)."""
+    x = cv.tensor(xs[0], node)
+    _spatial(node, x)
+    y = _standardised(cv, node, x, list(range(2, x.num_dims)),
+                      float(node.attr("epsilon", 1e-5)))[0]
+    return [_affine(cv, node, y, *(_operand(v, node, what) for v, what in
+                                   zip(xs[1:3], ("the scale", "the B input"))))]
+
+
+@handles("GroupNormalization")
+def group_norm(cv, node, xs):
+    """Each sample's channels standardised in `num_groups` groups (over the group's channels
+    and the spatial dims), then scaled and shifted: per group before opset 21, per channel
+    from it."""
+    x = cv.tensor(xs[0], node)
+    groups = int(node.attr("num_groups"))
+    if x.num_dims < 2 or groups < 1 or x.dims[1] % groups:
+        raise node.error(f"num_groups={groups} must divide the channels of an (N, C, ...) "
+                         f"input, got shape {tuple(x.dims)}")
+    n = x.dims[0]
+    grouped = cv.reshape(x, (n, groups, int(np.prod(x.dims[1:])) // groups), node)
+    y = _standardised(cv, node, grouped, [2], float(node.attr("epsilon", 1e-5)))[0]
+    scale, bias = (_operand(v, node, what) for v, what in zip(xs[1:3], ("scale", "bias")))
+    if node.opset < 21:
+        return [cv.reshape(_affine(cv, node, y, scale, bias), tuple(x.dims), node)]
+    return [_affine(cv, node, cv.reshape(y, tuple(x.dims), node), scale, bias)]
+
+
+def _operand(value, node, what: str) -> Const:
+    """The constant `value` itself (its `trainable` with it), else an error naming `what`."""
+    require_const(value, node, what)
+    return value
+
+
+def _standardised(cv, node, x: Tensor, axes, eps: float):
+    """((x - mean) / sqrt(var + eps), mean, var, 1 / sqrt(var + eps)) over `axes`, with the
+    biased variance, as every normalisation computes it."""
     ff = cv.ffmodel
     mean = ff.mean(x, axes, True, name=node.name)
     centred = ff.subtract(x, mean, name=node.name)
     var = ff.mean(ff.multiply(centred, centred, name=node.name), axes, True, name=node.name)
-    return [y, mean, ff.rsqrt(ff.scalar_add(var, eps, name=node.name), name=node.name)]
+    inv_std = ff.rsqrt(ff.scalar_add(var, eps, name=node.name), name=node.name)
+    return ff.multiply(centred, inv_std, name=node.name), mean, var, inv_std
+
+
+def _affine(cv, node, y: Tensor, scale: Const, bias: Const) -> Tensor:
+    """y * scale + bias, both vectors along dim 1 of y."""
+    channel = (1, y.dims[1]) + (1,) * (y.num_dims - 2)
+    if scale.value.size != y.dims[1] or bias.value.size != y.dims[1]:
+        raise node.error(f"the scale and bias must have {y.dims[1]} elements, got "
+                         f"{scale.value.size} and {bias.value.size}")
+    y = arith(cv, node, "Mul", y, Const(scale.value.reshape(channel), scale.trainable))
+    return arith(cv, node, "Add", y, Const(bias.value.reshape(channel), bias.trainable))
 
 
 # ---- softmax and dropout ------------------------------------------------------------------------

@@ -11,10 +11,14 @@ in this order:
 2. an initializer that is not a float is a constant;
 3. one read by a weight operand of an operator that owns weights (the kernel and bias of Gemm,
    Conv and a MatMul by a constant, a normalisation's scale and bias, the table of an embedding
-   lookup), directly or through layout operators (transposes, reshapes, casts), is a parameter;
-4. so is one applied to the output of such an operator, or to the result of such an
-   application: added (a bias the exporter wrote apart), or multiplied as a vector along one
-   dim (a per-channel scale: a batch norm written out as Mul and Add);
+   lookup), directly or through layout operators (transposes, reshapes, casts), is a parameter,
+   except an instance or group normalisation's scale of ones and bias of zeros not named as a
+   module's parameter: torch's exporters write GroupNorm as an InstanceNormalization over the
+   grouped channels with such constants (the module's own scale and bias following as Mul and
+   Add);
+4. so is one applied to the output of such an operator (or a layout of it), or to the result
+   of such an application: added (a bias the exporter wrote apart), or multiplied as a vector
+   along one dim (a per-channel scale: a batch norm written out as Mul and Add);
 5. so is one named as torch names a module's parameter (a dotted path ending in `.weight` or
    `.bias`: RMSNorm's scale, read by a Mul);
 6. anything else is a constant. Where it is a float tensor of more than one element with
@@ -68,10 +72,11 @@ def parameter_names(info: GraphInfo, named: Iterable[str] | None = None) -> froz
     for node in info.nodes:
         for name in _weight_operands(node, origin):
             owners.setdefault(origin[name], []).append(node.name or node.output[0])
-    parameters = set(owners) & floats
+    parameters = set(owners) & floats - _unit_affine(info, origin)
     parameters |= _affine(info, origin) & floats
     parameters |= {name for name in floats if name.endswith(PARAMETER_SUFFIXES)}
-    _warn_undecided(info, floats - parameters - _statistics(info, origin))
+    _warn_undecided(info, floats - parameters - _statistics(info, origin)
+                    - _unit_affine(info, origin))
     shared = {name: readers for name, readers in owners.items() if len(readers) > 1}
     _warn_tied(info, shared, _copies(info, parameters))
     return frozenset(parameters)
@@ -119,15 +124,32 @@ def _statistics(info: GraphInfo, origin: dict[str, str]) -> set[str]:
             if i < len(node.input) and node.input[i] in origin}
 
 
+def _unit_affine(info: GraphInfo, origin: dict[str, str]) -> set[str]:
+    """Scales of ones and biases of zeros of instance and group normalisations, not named as
+    a module's parameters: the constants of a normalisation written without an affine part."""
+    found = set()
+    for node in info.nodes:
+        if node.op_type not in ("InstanceNormalization", "GroupNormalization"):
+            continue
+        for position, unit in ((1, 1.0), (2, 0.0)):
+            name = origin.get(node.input[position]) if position < len(node.input) else None
+            if (name is not None and not name.endswith(PARAMETER_SUFFIXES)
+                    and bool(np.all(info.initializers[name] == unit))):
+                found.add(name)
+    return found
+
+
 def _affine(info: GraphInfo, origin: dict[str, str]) -> set[str]:
     """Initializers of more than one element applied to the output of an operator that owns
-    weights, or to the result of such an application: added (a bias), or multiplied where they
-    are a vector along one dim (a per-channel scale: a batch norm written out as Mul and
-    Add)."""
+    weights (or a layout of it: GroupNorm's regrouped channels), or to the result of such an
+    application: added (a bias), or multiplied where they are a vector along one dim (a
+    per-channel scale: a batch norm written out as Mul and Add)."""
     applied = {node.output[0] for node in info.nodes
                if node.output and _weight_operands(node, origin)}
     found = set()
     for node in info.nodes:
+        if node.op_type in LAYOUT_OPS and node.input and node.input[0] in applied:
+            applied.update(node.output)
         if node.op_type not in ("Add", "Mul") or not applied.intersection(node.input):
             continue
         operands = [origin[name] for name in node.input if name in origin

@@ -6,7 +6,7 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(f"test_{name}" for name in text.split())
 
 
-# Every case of issue 7's operators that passes (forward, with the case's float32 tolerances).
+# Every case of the supported operators that passes (forward, with the case's float32 tolerances).
 PASSING = _names("""
     add add_bcast averagepool_1d_default averagepool_2d_ceil
     averagepool_2d_ceil_last_window_starts_on_pad averagepool_2d_default
@@ -142,6 +142,9 @@ PASSING = _names("""
     and2d and3d and4d and_bcast3v1d and_bcast3v2d and_bcast4v2d and_bcast4v3d and_bcast4v4d
     or2d or3d or4d or_bcast3v1d or_bcast3v2d or_bcast4v2d or_bcast4v3d or_bcast4v4d
     xor2d xor3d xor4d xor_bcast3v1d xor_bcast3v2d xor_bcast4v2d xor_bcast4v3d xor_bcast4v4d
+    instancenorm_epsilon instancenorm_example group_normalization_epsilon
+    group_normalization_epsilon_expanded group_normalization_example
+    group_normalization_example_expanded
 """)
 
 # Why the other cases are not run. All but RANDOM fail with a clear ONNXImportError.

@@ -1,7 +1,8 @@
 """ONNX's own node conformance tests (`onnx.backend.test.BackendTest`) run against the importer
 and an FFModel forward pass through `flexflow.onnx.backend.FlexFlowBackend`, for the operators
-of issue 7, with an explicit include list (`conformance_cases.PASSING`). Every other case of
-those operators is listed with the reason it is not run, and must fail with an ONNXImportError.
+the importer supports, with an explicit include list (`conformance_cases.PASSING`). Every other
+case of those operators is listed with the reason it is not run, and must fail with an
+ONNXImportError.
 """
 
 import importlib
@@ -25,7 +26,7 @@ OPERATOR_MODULES = (
     "logsoftmax conv maxpool averagepool globalaveragepool globalmaxpool batch_normalization "
     "layernormalization dropout flatten reshape transpose concat split squeeze unsqueeze "
     "identity cast constant shape gather slice reducemean reducesum pad clip gemm matmul "
-    "isnan isinf not_ and_ or_ xor neg").split()
+    "isnan isinf not_ and_ or_ xor neg instance_normalization groupnormalization").split()
 
 
 def _node_cases():
