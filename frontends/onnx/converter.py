@@ -25,7 +25,8 @@ from onnx.reference import ReferenceEvaluator
 from flexflow.core import DataType, ShapeError, Tensor
 from flexflow.type import NUMPY_DTYPE
 
-from . import layout_ops, logic_ops, math_ops, nn_ops  # noqa: F401  (register the handlers)
+from . import (layout_ops, logic_ops, math_ops, nn_ops,  # noqa: F401  (register the handlers)
+               recurrent_ops)
 from .defaults import resolve
 from .errors import ONNXImportError
 from .fold_limits import FoldBudget, check_foldable

@@ -20,7 +20,8 @@ in this order:
    of such an application: added (a bias the exporter wrote apart), or multiplied as a vector
    along one dim (a per-channel scale: a batch norm written out as Mul and Add);
 5. so is one named as torch names a module's parameter (a dotted path ending in `.weight` or
-   `.bias`: RMSNorm's scale, read by a Mul);
+   `.bias`, or `.weight_...`/`.bias_...` as an LSTM's `weight_ih_l0`: RMSNorm's scale, read by
+   a Mul; an LSTM's weights, which the legacy exporter slices to reorder the gates);
 6. anything else is a constant. Where it is a float tensor of more than one element with
    values a parameter could hold (not a mask's infinities or float extremes), the graph does
    not say which it is: a warning names such initializers and the keyword that makes them
@@ -35,11 +36,12 @@ An initializer read by several operators that own weights trains a copy in each 
 layers, which a warning says: right where the exporter stored equal parameters once (torch's
 exporters do), wrong where the model ties them (an embedding shared with its output layer),
 and the file does not say which. BatchNormalization's running statistics are statistics:
-the layer updates them, gradients do not.
+the layer updates them, gradients do not; an LSTM's initial states are constants.
 """
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Iterable
 
@@ -54,9 +56,12 @@ LAYOUT_OPS = {"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identi
 # Operators that own weights: op type -> the input positions that are their weights.
 WEIGHT_OPERANDS = {"Gemm": (1, 2), "Conv": (1, 2), "MatMul": (0, 1),
                    "BatchNormalization": (1, 2), "LayerNormalization": (1, 2),
-                   "InstanceNormalization": (1, 2), "GroupNormalization": (1, 2)}
-STATISTIC_OPERANDS = {"BatchNormalization": (3, 4)}  # running mean and variance
-PARAMETER_SUFFIXES = (".weight", ".bias")
+                   "InstanceNormalization": (1, 2), "GroupNormalization": (1, 2),
+                   "LSTM": (1, 2, 3)}
+# running mean and variance; a recurrent layer's initial hidden and cell states
+STATISTIC_OPERANDS = {"BatchNormalization": (3, 4), "LSTM": (5, 6)}
+# torch's names of a module's parameters: `norm.weight`, `lstm.weight_ih_l0`, `rnn.bias_hh_l1`
+PARAMETER_NAME = re.compile(r"\.(weight|bias)(_\w+)?$")
 MASK_MAGNITUDE = 1e30  # beyond any trained weight: the "minus infinity" of a mask
 LISTED = 8  # initializers a warning names before it counts the rest
 
@@ -74,7 +79,7 @@ def parameter_names(info: GraphInfo, named: Iterable[str] | None = None) -> froz
             owners.setdefault(origin[name], []).append(node.name or node.output[0])
     parameters = set(owners) & floats - _unit_affine(info, origin)
     parameters |= _affine(info, origin) & floats
-    parameters |= {name for name in floats if name.endswith(PARAMETER_SUFFIXES)}
+    parameters |= {name for name in floats if PARAMETER_NAME.search(name)}
     _warn_undecided(info, floats - parameters - _statistics(info, origin)
                     - _unit_affine(info, origin))
     shared = {name: readers for name, readers in owners.items() if len(readers) > 1}
@@ -118,7 +123,7 @@ def _weight_operands(node, origin: dict[str, str]) -> list[str]:
 
 
 def _statistics(info: GraphInfo, origin: dict[str, str]) -> set[str]:
-    """Initializers that are running statistics of a normalisation."""
+    """Initializers that are running statistics of a normalisation, or initial states."""
     return {origin[node.input[i]] for node in info.nodes
             for i in STATISTIC_OPERANDS.get(node.op_type, ())
             if i < len(node.input) and node.input[i] in origin}
@@ -133,7 +138,7 @@ def _unit_affine(info: GraphInfo, origin: dict[str, str]) -> set[str]:
             continue
         for position, unit in ((1, 1.0), (2, 0.0)):
             name = origin.get(node.input[position]) if position < len(node.input) else None
-            if (name is not None and not name.endswith(PARAMETER_SUFFIXES)
+            if (name is not None and not PARAMETER_NAME.search(name)
                     and bool(np.all(info.initializers[name] == unit))):
                 found.add(name)
     return found

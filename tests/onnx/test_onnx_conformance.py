@@ -26,7 +26,7 @@ OPERATOR_MODULES = (
     "logsoftmax conv maxpool averagepool globalaveragepool globalmaxpool batch_normalization "
     "layernormalization dropout flatten reshape transpose concat split squeeze unsqueeze "
     "identity cast constant shape gather slice reducemean reducesum pad clip gemm matmul "
-    "isnan isinf not_ and_ or_ xor neg instance_normalization groupnormalization").split()
+    "isnan isinf not_ and_ or_ xor neg instance_normalization groupnormalization lstm").split()
 
 
 def _node_cases():
