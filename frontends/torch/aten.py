@@ -111,11 +111,24 @@ class Translator:
             raise call.fail(f"the constant '{value.name}' ({_describe(array)}) is read as a "
                             f"tensor; only float constants and bool or integer ones that float32 "
                             f"holds exactly can be")
+        if not array.is_floating_point():
+            return self.cast_constant(call, value.name, array)
         self.names[value.name] = self.buffer(value.name, array)
-        if not array.is_floating_point():  # held as float32, cast back (a causal bool mask)
-            self.names[value.name] = self.emit(f"{value.name}_{str(array.dtype)[6:]}", OpType.TO,
-                                               [value.name], (str(array.dtype),))
         return self.names[value.name]
+
+    def cast_constant(self, call: Call, name: str, array: torch.Tensor) -> str:
+        """A bool or integer constant (a causal mask) as a float32 buffer cast back to its type,
+        laid out in the full shape of the node that reads it, the batch dim included, so that it
+        splits with the data it meets: on several devices, a bool layer that reads an unsplit
+        layer's output and split data fails in training (the scheduler's backward of a part
+        finds no saved forward, a KeyError)."""
+        shape = meta(call.node).shape
+        if torch.broadcast_shapes(array.shape, shape) == shape:
+            array = array.broadcast_to(shape)
+        self.buffer(name, array)
+        self.names[name] = self.emit(f"{name}_{str(array.dtype)[6:]}", OpType.TO, [name],
+                                     (str(array.dtype),))
+        return self.names[name]
 
     def buffer(self, name: str, array: torch.Tensor) -> str:
         """An ATTRIBUTE node holding the constant `array` (float32), which never trains."""

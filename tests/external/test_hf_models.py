@@ -1,10 +1,10 @@
 """Hugging Face models through the torch front end's torch.export route (torch.fx cannot trace
 them): GPT-2 (its output projection tied to the token embedding), BERT and a Llama-style decoder
 (RMS norm, rotary tables, grouped key/value heads, SiLU), tiny and randomly initialised, with
-eager and scaled-dot-product attention. Their forward matches PyTorch's within 1e-5, in-process
-and through a `.ff` file; three SGD steps give PyTorch's losses as closely as PyTorch's own
-float32 run gives its float64 one, on one device and on two; what cannot be translated is named
-all at once."""
+eager and scaled-dot-product attention, called with token ids alone and with an attention_mask
+that pads some positions. Their forward matches PyTorch's within 1e-5, in-process and through a
+`.ff` file; three SGD steps give PyTorch's losses as closely as PyTorch's own float32 run gives
+its float64 one, on one device and on two; what cannot be translated is named all at once."""
 
 import copy
 
@@ -17,7 +17,7 @@ import torch.nn.functional as F
 transformers = pytest.importorskip(
     "transformers", reason="the Hugging Face models come from the transformers package")
 
-from flexflow.core import CompMode, DataType, LossType, SGDOptimizer  # noqa: E402
+from flexflow.core import CompMode, LossType, SGDOptimizer  # noqa: E402
 from flexflow.torch.fallbacks import TorchImportWarning  # noqa: E402
 from flexflow.torch.ir import ConversionError  # noqa: E402
 from flexflow.torch.model import PyTorchModel  # noqa: E402
@@ -30,6 +30,7 @@ from ..torch.harness import (assert_outputs_match, ff_model, ff_outputs,  # noqa
 BATCH, SEQ, VOCAB, WIDTH, HEADS = 4, 8, 100, 32, 4
 STEPS, LR = 3, 0.05
 TWO_DEVICES = ["-ll:gpu", "2", "--in-process"]
+INPUT_NAMES = ["input_ids", "attention_mask"]
 
 pytestmark = pytest.mark.filterwarnings("ignore:node 'embedding' .* padding_idx")
 
@@ -67,42 +68,80 @@ def tokens(seed=0) -> np.ndarray:
     return np.random.default_rng(seed).integers(1, VOCAB, (BATCH, SEQ)).astype(np.int64)
 
 
+def padding() -> np.ndarray:
+    """An attention_mask (int64, as tokenizers give it) that pads the last 2 tokens of samples
+    1 and 3."""
+    mask = np.ones((BATCH, SEQ), np.int64)
+    mask[1::2, -2:] = 0
+    return mask
+
+
 def build(model, ff, tensors, route, tmp_path=None):
     """Translate a Hugging Face model: exported at once (is_hf_model), after torch.fx fails,
-    or through a `.ff` file written for (BATCH, SEQ) token ids."""
+    or through a `.ff` file written for (BATCH, SEQ) token ids (and a mask when there are two
+    input tensors)."""
+    names = INPUT_NAMES[:len(tensors)]
     if route == "hf":
-        return PyTorchModel(model, is_hf_model=True).torch_to_ff(ff, tensors)
+        return PyTorchModel(model, is_hf_model=True, input_names=names).torch_to_ff(ff, tensors)
     if route == "fx-fails":
         return PyTorchModel(model).torch_to_ff(ff, tensors)
     filename = tmp_path / "model.ff"
-    PyTorchModel(model, is_hf_model=True, batch_size=BATCH, seq_length=SEQ).torch_to_file(
-        filename)
+    PyTorchModel(model, is_hf_model=True, input_names=names, batch_size=BATCH,
+                 seq_length=SEQ).torch_to_file(filename)
     return PyTorchModel.file_to_ff(filename, ff, tensors)
+
+
+def forward(model, route, inputs, tmp_path):
+    """The translated model's outputs and PyTorch's on `inputs` (ids, and a mask if given)."""
+    ff, tensors = ff_model(inputs)
+    outputs = build(model, ff, tensors, route, tmp_path)
+    ff.compile(comp_mode=CompMode.INFERENCE)
+    for tensor, value in zip(tensors, inputs):
+        tensor.set_tensor(ff, value)
+    ff.forward()
+    with torch.no_grad():
+        theirs = [t.numpy() for t in model(**keywords(inputs)).to_tuple()]
+    return [t.get_tensor(ff) for t in outputs], theirs
+
+
+def keywords(inputs) -> dict:
+    return {name: torch.from_numpy(value) for name, value in zip(INPUT_NAMES, inputs)}
 
 
 @pytest.mark.parametrize("name, attention, route", [
     (name, attention, "hf") for name in MODELS for attention in ("eager", "sdpa")] + [
     ("gpt2", "sdpa", "file"), ("llama", "sdpa", "file"), ("bert", "eager", "fx-fails")])
 def test_forward_matches_pytorch(name, attention, route, tmp_path):
-    model, ids = make(name, attention).eval(), tokens()
-    ff, tensors = ff_model([ids])
-    outputs = build(model, ff, tensors, route, tmp_path)
-    ff.compile(comp_mode=CompMode.INFERENCE)
-    tensors[0].set_tensor(ff, ids)
-    ff.forward()
+    ours, theirs = forward(make(name, attention).eval(), route, [tokens()], tmp_path)
+    assert_outputs_match(ours, theirs, tol=1e-5)
+
+
+@pytest.mark.parametrize("name, attention, route", [
+    (name, attention, "hf") for name in MODELS for attention in ("eager", "sdpa")] + [
+    ("gpt2", "eager", "file"), ("bert", "sdpa", "file")])
+def test_forward_with_padding_matches_pytorch(name, attention, route, tmp_path):
+    """The padding mask is built as layers from the attention_mask input. Every output is
+    compared: the padding is on the right, so each query (a padded one too) still sees some
+    keys, and PyTorch's outputs are all finite and defined; the padded positions change the
+    unpadded ones (the mask does work)."""
+    model = make(name, attention).eval()
+    ours, theirs = forward(model, route, [tokens(), padding()], tmp_path)
+    assert all(np.isfinite(t).all() for t in theirs)
+    assert_outputs_match(ours, theirs, tol=1e-5)
     with torch.no_grad():
-        theirs = [t.numpy() for t in model(torch.from_numpy(ids)).to_tuple()]
-    assert_outputs_match([t.get_tensor(ff) for t in outputs], theirs, tol=1e-5)
+        unmasked = model(torch.from_numpy(tokens())).to_tuple()[0].numpy()
+    assert not np.allclose(unmasked[1], theirs[0][1], atol=1e-3)  # sample 1 is padded
+    np.testing.assert_allclose(unmasked[0], theirs[0][0], atol=1e-6)  # sample 0 is not
 
 
 # ---- training -----------------------------------------------------------------------------------
-def batches(name):
-    """The same batch each step (so the loss falls): token ids and, for the language models,
-    a next token per position; for BERT a target for its pooled output."""
+def batches(name, masked=False):
+    """The same batch each step (so the loss falls): token ids (and a padding mask) and, for
+    the language models, a next token per position; for BERT a target for its pooled output."""
     rng = np.random.default_rng(1)
     target = (rng.standard_normal((BATCH, WIDTH)).astype(np.float32) if name == "bert"
               else rng.integers(0, VOCAB, (BATCH, SEQ, 1)).astype(np.int32))
-    return [(tokens(1), target)] * STEPS
+    return [((tokens(1), padding()) if masked else (tokens(1),), target)] * STEPS
 
 
 def torch_losses(model, data) -> np.ndarray:
@@ -112,8 +151,8 @@ def torch_losses(model, data) -> np.ndarray:
     dtype = next(model.parameters()).dtype
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
     losses = []
-    for ids, target in data:
-        out = model(torch.from_numpy(ids))
+    for inputs, target in data:
+        out = model(**keywords(inputs))
         if hasattr(out, "logits"):
             labels = torch.from_numpy(target).long().reshape(-1)
             loss = F.cross_entropy(out.logits.reshape(-1, VOCAB), labels,
@@ -131,26 +170,30 @@ def torch_losses(model, data) -> np.ndarray:
 def ff_losses(model, data, language: bool, argv=()):
     """The translated model's losses: a softmax and per-token cross-entropy on the logits, or
     (BERT, whose pooler is the last layer built) the mean squared error of the pooled output."""
-    ff, tensors = ff_model([data[0][0]], argv)
-    outputs = PyTorchModel(model, is_hf_model=True).torch_to_ff(ff, tensors)
+    ff, tensors = ff_model(data[0][0], argv)
+    outputs = build(model, ff, tensors, "hf")
     if language:
         ff.softmax(outputs[0])
     ff.compile(optimizer=SGDOptimizer(ff, lr=LR),
                loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY if language
                else LossType.LOSS_MEAN_SQUARED_ERROR_AVG_REDUCE)
     losses = []
-    for ids, target in data:
-        tensors[0].set_tensor(ff, ids)
+    for inputs, target in data:
+        for tensor, value in zip(tensors, inputs):
+            tensor.set_tensor(ff, value)
         ff.label_tensor.set_tensor(ff, target)
         losses.append(ff.train_step())
     return np.array(losses), ff
 
 
 @pytest.mark.parametrize("argv", [(), TWO_DEVICES], ids=["one-device", "two-devices"])
-@pytest.mark.parametrize("name, attention", [("gpt2", "eager"), ("bert", "sdpa"),
-                                             ("llama", "eager")])
-def test_training_follows_pytorch(name, attention, argv):
-    model, data = make(name, attention).train(), batches(name)
+@pytest.mark.parametrize("name, attention, masked", [
+    ("gpt2", "eager", False), ("bert", "sdpa", False), ("llama", "eager", False),
+    ("gpt2", "sdpa", True), ("bert", "eager", True), ("llama", "sdpa", True)])
+def test_training_follows_pytorch(name, attention, masked, argv):
+    """Masked: the same with the padding mask as a second input (the padded positions still
+    count in the language models' losses, as the losses here weigh every position)."""
+    model, data = make(name, attention).train(), batches(name, masked)
     exact_model = copy.deepcopy(model).double()
     ours, ff = ff_losses(model, data, name != "bert", argv)  # translated before torch trains it
     split = any(config.degrees[0] == 2 for config in ff.strategy.values())
@@ -244,16 +287,13 @@ class MaskedAttention(nn.Module):
         return F.scaled_dot_product_attention(x, x, x, attn_mask=mask)
 
 
-def test_a_mask_from_the_inputs_is_added_if_float_and_refused_if_bool():
+def test_a_mask_from_the_inputs_is_added_if_float_and_keeps_scores_if_bool():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 2, 5, 4)).astype(np.float32)
-    mask = np.where(rng.random((2, 1, 5, 5)) < 0.3, -1e9, 0.0).astype(np.float32)
-    assert_outputs_match(ff_outputs(MaskedAttention(), [x, mask]),
-                         torch_outputs(MaskedAttention(), [x, mask]))
-    ff, tensors = ff_model([x])
-    tensors.append(ff.create_tensor([2, 1, 5, 5], DataType.DT_BOOLEAN))
-    with pytest.raises(ConversionError, match="a bool mask computed from the inputs"):
-        PyTorchModel(MaskedAttention()).torch_to_ff(ff, tensors)
+    keep = (rng.random((2, 1, 5, 5)) < 0.7) | np.eye(5, dtype=bool)
+    for mask in (np.where(keep, 0.0, -1e9).astype(np.float32), keep):
+        assert_outputs_match(ff_outputs(MaskedAttention(), [x, mask]),
+                             torch_outputs(MaskedAttention(), [x, mask]))
 
 
 def test_the_padding_row_of_an_embedding_is_named():
