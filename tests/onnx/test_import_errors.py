@@ -96,6 +96,28 @@ def test_unsupported_operator_lists_the_supported_ones():
     assert "Supported operators: Add, And, AveragePool" in message and "Gemm" in message
 
 
+def test_every_unsupported_node_is_reported_at_once_with_the_other_route():
+    """Three nodes the importer cannot build, among ones it can: one error lists all three
+    (operator, attribute value, other domain), and points at flexflow.torch."""
+    nodes = [helper.make_node("Hardmax", ["x"], ["a"], name="hm"),
+             helper.make_node("Relu", ["a"], ["b"]),
+             helper.make_node("LSTM", ["b3", "w", "r"], ["c"], name="rnn", hidden_size=2,
+                              direction="reverse"),
+             helper.make_node("Foo", ["b"], ["y"], name="custom", domain="com.example"),
+             helper.make_node("Unsqueeze", ["b", "zero"], ["b3"])]
+    with pytest.raises(ONNXImportError) as error:
+        ONNXModel(model(nodes, {"x": X}, ["y", "c"],
+                        {"w": randn(1, 8, 4, seed=1), "r": randn(1, 8, 2, seed=2),
+                         "zero": np.array([0], np.int64)}))
+    lines = str(error.value).splitlines()
+    assert lines[0] == "<ModelProto>: 3 nodes cannot be imported:"
+    assert [line.strip().split(":")[0] for line in lines[1:4]] == [  # in topological order
+        "node 'hm' (Hardmax)", "node 'custom' (Foo)", "node 'rnn' (LSTM)"]
+    assert "direction='reverse' is not supported" in lines[3]
+    assert lines[4].startswith("Supported operators: Add, And,")
+    assert "through flexflow.torch instead (PyTorchModel)" in lines[4]
+
+
 def test_operator_of_another_domain():
     node = helper.make_node("Foo", ["x"], ["y"], name="custom", domain="com.example")
     with pytest.raises(ONNXImportError, match="operator com.example.Foo is not supported"):
