@@ -17,7 +17,7 @@ import torch.nn.functional as F
 transformers = pytest.importorskip(
     "transformers", reason="the Hugging Face models come from the transformers package")
 
-from flexflow.core import CompMode, LossType, SGDOptimizer  # noqa: E402
+from flexflow.core import LossType, SGDOptimizer  # noqa: E402
 from flexflow.torch.fallbacks import TorchImportWarning  # noqa: E402
 from flexflow.torch.ir import ConversionError  # noqa: E402
 from flexflow.torch.model import PyTorchModel  # noqa: E402
@@ -25,7 +25,7 @@ from flexflow.torch.model import PyTorchModel  # noqa: E402
 from ..torch import models, test_training as training  # noqa: E402
 from ..torch.conftest import one_torch_thread  # noqa: E402,F401 (autouse: one torch thread)
 from ..torch.harness import (assert_outputs_match, ff_model, ff_outputs,  # noqa: E402
-                             torch_outputs)
+                             inference, torch_outputs)
 
 BATCH, SEQ, VOCAB, WIDTH, HEADS = 4, 8, 100, 32, 4
 STEPS, LR = 3, 0.05
@@ -94,14 +94,10 @@ def build(model, ff, tensors, route, tmp_path=None):
 def forward(model, route, inputs, tmp_path):
     """The translated model's outputs and PyTorch's on `inputs` (ids, and a mask if given)."""
     ff, tensors = ff_model(inputs)
-    outputs = build(model, ff, tensors, route, tmp_path)
-    ff.compile(comp_mode=CompMode.INFERENCE)
-    for tensor, value in zip(tensors, inputs):
-        tensor.set_tensor(ff, value)
-    ff.forward()
+    ours = inference(ff, tensors, build(model, ff, tensors, route, tmp_path), inputs)
     with torch.no_grad():
         theirs = [t.numpy() for t in model(**keywords(inputs)).to_tuple()]
-    return [t.get_tensor(ff) for t in outputs], theirs
+    return ours, theirs
 
 
 def keywords(inputs) -> dict:

@@ -37,7 +37,12 @@ def build(model, ff, tensors, route: str, tmp_path=None) -> list:
 def ff_outputs(model, inputs, route="in-process", tmp_path=None) -> list[np.ndarray]:
     """The FlexFlow translation's outputs on `inputs`, in inference mode."""
     ff, tensors = ff_model(inputs)
-    outputs = build(model, ff, tensors, route, tmp_path)
+    return inference(ff, tensors, build(model, ff, tensors, route, tmp_path), inputs)
+
+
+def inference(ff, tensors, outputs, inputs) -> list[np.ndarray]:
+    """The values of `outputs` after `ff`, compiled for inference, runs on `inputs` (fed to its
+    input `tensors`)."""
     ff.compile(comp_mode=CompMode.INFERENCE)
     for tensor, x in zip(tensors, inputs):
         tensor.set_tensor(ff, x)

@@ -15,12 +15,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from flexflow.core import CompMode
 from flexflow.torch.ir import ConversionError
 from flexflow.torch.model import PyTorchModel
 
 from . import models
-from .harness import assert_outputs_match, build, ff_model, ff_outputs, torch_outputs
+from .harness import (assert_outputs_match, build, ff_model, ff_outputs, inference,
+                      torch_outputs)
 from .test_composed import Outputs
 from .test_errors import _file_error
 from .test_training import batches, ff_losses, torch_losses
@@ -42,7 +42,8 @@ class Masks(Outputs):
         keep = (ids.bool() & ~(y > 0.3)) | torch.logical_and(0.2 >= y, y < x) | (ids == 3)
         z = torch.where(keep, y, -1.0) + torch.where(ids != 2, 0.5, x) + torch.where(keep, x, y)
         z = z.clamp(min=-0.8) + torch.clamp(z, max=0.9) + z.clamp(-0.5, 0.5)
-        z = self.norm(F.gelu(z, approximate="tanh") + self.gelu(y) * torch.logical_not(keep).float())
+        dropped = torch.logical_not(keep).float()
+        z = self.norm(F.gelu(z, approximate="tanh") + self.gelu(y) * dropped)
         return self.result(self.head(z), keep.float(), z)
 
     def prepare(self, y):
@@ -79,12 +80,7 @@ def test_forward_matches_pytorch(make, route, tmp_path):
     model, x = make().eval(), inputs()
     if make is Exported and route == "file":
         ff, tensors = ff_model(x)
-        outputs = exported_file(model, ff, tensors, tmp_path)
-        ff.compile(comp_mode=CompMode.INFERENCE)
-        for tensor, value in zip(tensors, x):
-            tensor.set_tensor(ff, value)
-        ff.forward()
-        ours = [t.get_tensor(ff) for t in outputs]
+        ours = inference(ff, tensors, exported_file(model, ff, tensors, tmp_path), x)
     else:
         ours = ff_outputs(model, x, route, tmp_path)
     theirs = torch_outputs(model, x)
