@@ -1,7 +1,8 @@
 """Masks and the ops around them (frontends/torch/logic.py, masks.py) follow PyTorch: comparisons
-(tensor with tensor, with a number on either side, ne), torch.where (tensor and number choices),
-masked_fill, logical and/or/not, a cast to bool, clamp (min, max, both), gelu's tanh
-approximation (function and module) and LayerNorm(bias=False).
+(tensor with tensor, with a number on either side, ne, integers with a fraction), torch.where
+(tensor and number choices), masked_fill, logical and/or/not, a cast to bool, a bool broadcast,
+clamp (min, max, both), gelu's tanh approximation (function and module) and
+LayerNorm(bias=False).
 
 Each through torch.fx and, past a branch torch.fx cannot trace, through torch.export's aten graph,
 in-process and through a .ff file: forward outputs within 1e-5; losses over 3 SGD steps within
@@ -40,7 +41,9 @@ class Masks(Outputs):
     def forward(self, x, ids):  # x (N, WIDTH) float, ids (N, WIDTH) int64 in 0..3
         y = self.prepare(self.fc(x))
         keep = (ids.bool() & ~(y > 0.3)) | torch.logical_and(0.2 >= y, y < x) | (ids == 3)
+        first = keep[:, :1].expand(-1, WIDTH) & (ids < 2.5)  # a bool broadcast; ints vs a float
         z = torch.where(keep, y, -1.0) + torch.where(ids != 2, 0.5, x) + torch.where(keep, x, y)
+        z = z + torch.where(first, 0.25, 0.0)
         z = z.clamp(min=-0.8) + torch.clamp(z, max=0.9) + z.clamp(-0.5, 0.5)
         dropped = torch.logical_not(keep).float()
         z = self.norm(F.gelu(z, approximate="tanh") + self.gelu(y) * dropped)
