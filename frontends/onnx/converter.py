@@ -2,8 +2,9 @@
 
 Each value name maps to an FFModel `Tensor` or a `Const`. A node whose inputs are all constants
 is evaluated at import with ONNX's reference implementation (numpy; own_folds.py where that
-one fails on valid inputs), whatever its operator but control flow, within one byte budget per model (fold_limits.py): that folds the Shape ->
-Gather -> Concat -> Reshape chains exporters emit, and transposed weights. A node that reads a
+one fails on valid inputs), whatever its operator but control flow, within one byte budget per
+model (fold_limits.py): that folds the Shape -> Gather -> Concat -> Reshape chains exporters
+emit, and transposed weights. A node that reads a
 parameter (parameters.py) folds only when it just moves the parameter's elements (a transpose,
 a reshape): any other (a Gather of rows, a product) would make a copy that trains apart from
 the parameter, so it becomes a layer on the parameter's weight instead. Every other node
