@@ -28,7 +28,7 @@ from .ir import Ref, TorchOp
 
 REVERSED = "reversed"
 GELUS = {"none": OpType.GELU, "tanh": TorchOp.GELU_TANH}
-FLIPPED = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
 
 
 def _value(value):
@@ -155,16 +155,14 @@ def _gelu(call: Call):
 
 
 def _compare(op: str):
-    """x op y, or x op number; a number on the left flips the comparison (2 < x is x > 2)."""
+    """x op y, or x op number (Python turns `2 < x` into `x > 2` before FX records it)."""
     def convert(call: Call):
-        a, b = call.arg(0, "input"), call.arg(1, "other")
-        if isinstance(a, fx.Node) and isinstance(b, fx.Node):
+        call.tensor(0, "input")
+        b = call.arg(1, "other")
+        if isinstance(b, fx.Node):
             return TorchOp.COMPARE, (op,)
-        if isinstance(a, fx.Node) and _is_scalar(b):
-            return TorchOp.COMPARE, (op, b)
-        call.expect(_is_scalar(a) and isinstance(b, fx.Node),
-                    f"operands {a!r} and {b!r} are not supported (tensors or numbers)")
-        return TorchOp.COMPARE, (FLIPPED[op], a)
+        call.expect(_is_scalar(b), f"{b!r} is not supported (a tensor or a number)")
+        return TorchOp.COMPARE, (op, b)
     return convert
 
 
@@ -415,8 +413,8 @@ FUNCTIONS = {
     operator.and_: _logical("and"), operator.or_: _logical("or"),
     operator.invert: _logical("not"), torch.logical_and: _logical("and"),
     torch.logical_or: _logical("or"), torch.logical_not: _logical("not"),
-    **{getattr(operator, op): _compare(op) for op in FLIPPED},
-    **{getattr(torch, op): _compare(op) for op in FLIPPED},
+    **{getattr(operator, op): _compare(op) for op in COMPARISONS},
+    **{getattr(torch, op): _compare(op) for op in COMPARISONS},
 }
 
 METHODS = {
@@ -435,7 +433,7 @@ METHODS = {
     "float": _tensor_method(OpType.FLOAT), "type_as": _tensor_method(OpType.TYPE_AS), "to": _to,
     "bool": _bool, "clamp": _clamp, "clip": _clamp, "logical_and": _logical("and"),
     "logical_or": _logical("or"), "logical_not": _logical("not"),
-    **{op: _compare(op) for op in FLIPPED},
+    **{op: _compare(op) for op in COMPARISONS},
 }
 
 

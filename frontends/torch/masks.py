@@ -17,14 +17,15 @@ import torch.fx as fx
 from flexflow.type import OpType
 
 from .call import Call, meta
-from .functions import FLIPPED
 from .ir import TorchOp
 
 aten = torch.ops.aten
+FLIPPED = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
 
 
 def _compare(op: str):
-    """x op y, or x op number; a number on the left flips the comparison (2 < x is x > 2)."""
+    """x op y, or x op number; a number on the left (a one-element constant: `limit < x` of a
+    buffer) flips the comparison (2 < x is x > 2)."""
     def convert(tr, call: Call) -> str:
         a, b = call.arg(0, "input"), call.arg(1, "other")
         found = tr.number_operand(call, a, b)

@@ -54,11 +54,16 @@ class Masks(Outputs):
 
 
 class Exported(Masks):
-    """The same past a branch: torch.export's aten graph, with a masked_fill."""
+    """The same past a branch: torch.export's aten graph, with a masked_fill under a comparison
+    with a one-element buffer on the left."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("ceiling", torch.tensor(0.5))
 
     def prepare(self, y):
         if y.dim() == 2:
-            y = y.masked_fill(y > 1.5, 1.5)
+            y = y.masked_fill(self.ceiling < y, 0.5)
         return y
 
 
