@@ -16,6 +16,9 @@ What a node becomes depends on what it reads:
   layer_norm), or, read by anything else (an RMS norm's `weight * x`), an ATTRIBUTE node holding
   it as a trainable weight. A parameter read by two layers (GPT-2's tied token embedding and
   output projection) is one weight: the later layer shares the first one's (`TorchState.shared`);
+* a mask computed from an input (a Hugging Face `attention_mask`: a cast to bool, a gather by
+  constant indices, an `and` with the causal mask, a `where`) becomes layers: TO, RESHAPE and
+  the COMPARE, WHERE, LOGICAL nodes of masks.py; a bool constant it meets is a buffer cast back;
 * every other node becomes one IR node named after it (scaled dot-product attention and SiLU
   the TorchOp nodes the builder composes), or a few named `<node>_<part>` where the IR has no
   op for it (an embedding of constant ids), or none where it changes nothing (clone, alias, a
