@@ -434,6 +434,9 @@ class TaskGraphBuilder:
         for p, part in enumerate(parts):
             deps = grad_deps[p] + _partials(w, layer, "backward", part.action.group,
                                             part.device, parts)
+            # a backward reads what its forward kept; outputs that carry no gradient (bools)
+            # give it no other dependency, and its forward may wait on a message
+            deps = deps or [part.key]
             w.add(TaskKey(layer.name, "backward", p, "backward"), part.device, "backward",
                   A.Backward(layer.index, p, part.action.group, part.action.recompute), deps)
         return w.segment(key)

@@ -120,14 +120,8 @@ class Translator:
         return self.names[value.name]
 
     def cast_constant(self, call: Call, name: str, array: torch.Tensor) -> str:
-        """A bool or integer constant (a causal mask) as a float32 buffer cast back to its type,
-        laid out in the full shape of the node that reads it, the batch dim included, so that it
-        splits with the data it meets: on several devices, a bool layer that reads an unsplit
-        layer's output and split data fails in training (the scheduler's backward of a part
-        finds no saved forward, a KeyError)."""
-        shape = meta(call.node).shape
-        if torch.broadcast_shapes(array.shape, shape) == shape:
-            array = array.broadcast_to(shape)
+        """A bool or integer constant (a causal mask) as a float32 buffer cast back to its type:
+        FlexFlow's weights and buffers are float32."""
         self.buffer(name, array)
         self.names[name] = self.emit(f"{name}_{str(array.dtype)[6:]}", OpType.TO, [name],
                                      (str(array.dtype),))

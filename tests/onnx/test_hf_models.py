@@ -109,16 +109,8 @@ def test_imported_model_gives_torch_outputs(exported, name, attention, dynamo, a
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-# Training on two devices stops in the executor's backward pass (scheduler/actions.py: the
-# forward state of a comparison layer of the masked softmax, IsNaN's, is not found) for the
-# exports that write the masked softmax: a fault of the runtime, not of the import.
-MASKED_SOFTMAX_ON_TWO_DEVICES = pytest.mark.xfail(
-    raises=KeyError, strict=True,
-    reason="executor: Backward finds no saved forward of the masked softmax's IsNaN on 2 devices")
-TRAINING_RUNS = [pytest.param(*export, argv, marks=(
-    [MASKED_SOFTMAX_ON_TWO_DEVICES] if argv and (export[1] == "sdpa") else []),
-    id=f"{ident}-{'2-devices' if argv else '1-device'}")
-    for export, ident in zip(EXPORTS, IDS) for argv in ([], TWO_DEVICES)]
+TRAINING_RUNS = [pytest.param(*export, argv, id=f"{ident}-{'2-devices' if argv else '1-device'}")
+                 for export, ident in zip(EXPORTS, IDS) for argv in ([], TWO_DEVICES)]
 
 
 @pytest.mark.parametrize("name, attention, dynamo, argv", TRAINING_RUNS)
