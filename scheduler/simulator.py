@@ -192,7 +192,7 @@ class _Schedule:
         self.free: dict[str, float] = {}
         self.device_free = [0.0] * machine.num_devices
         self.dispatched: list[float | None] = [None] * machine.num_devices  # programs' starts
-        first = self._link(plans, machine.overheads)
+        first = self._book(plans, machine.overheads)
         self.cores = (_SharedCores(machine, plans, self.work) if machine.cores_per_node
                       else None)
         self.events = [(self.hop, i, DISPATCH, 0) for i in first.values()]
@@ -209,7 +209,7 @@ class _Schedule:
                 self.launched.setdefault(launch.key, []).append((i, offset, launch))
         self.collected: dict[str, float] = {}  # key -> when the collective is done
 
-    def _link(self, plans: list[GroupPlan], overheads) -> dict[int, int]:
+    def _book(self, plans: list[GroupPlan], overheads) -> dict[int, int]:
         """Each group's dependents, the count it waits for, its overheads before its tasks
         (`before`) and its `work`, and per device the groups ready before its program starts
         (`held`); returns each device's first group (which its program's dispatch books). One
