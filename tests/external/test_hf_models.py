@@ -173,13 +173,7 @@ def ff_losses(model, data, language: bool, argv=()):
     ff.compile(optimizer=SGDOptimizer(ff, lr=LR),
                loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY if language
                else LossType.LOSS_MEAN_SQUARED_ERROR_AVG_REDUCE)
-    losses = []
-    for inputs, target in data:
-        for tensor, value in zip(tensors, inputs):
-            tensor.set_tensor(ff, value)
-        ff.label_tensor.set_tensor(ff, target)
-        losses.append(ff.train_step())
-    return np.array(losses), ff
+    return np.array(training.train_on(ff, tensors, data)), ff
 
 
 @pytest.mark.parametrize("argv", [(), TWO_DEVICES], ids=["one-device", "two-devices"])

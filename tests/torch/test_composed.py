@@ -21,7 +21,7 @@ from flexflow.core import LossType, SGDOptimizer
 from ..parallel.models import strategy
 from . import models
 from .harness import assert_outputs_match, build, ff_model, ff_outputs, torch_outputs
-from .test_training import batches, ff_losses, torch_losses
+from .test_training import assert_logits_train_like_pytorch, batches, ff_losses
 
 LENGTH, EMBED, HEADS = 5, 8, 2
 CLASSES = 4  # even, so that a parameter-parallel strategy splits the classifier
@@ -141,12 +141,7 @@ def test_forward_matches_pytorch(name, route, tmp_path):
 def test_losses_follow_pytorch(name):
     make, inputs = CASES[name]
     torch.manual_seed(0)
-    model = make().train()
-    model.logits_only = True
-    data = batches(inputs, 4, CLASSES, steps=3)
-    ours, _ = ff_losses(model, data, LR, probabilities=False)  # translated before torch trains
-    theirs = torch_losses(model, data, LR, probabilities=False)
-    np.testing.assert_allclose(ours, theirs, rtol=1e-4)
+    assert_logits_train_like_pytorch(make().train(), inputs, CLASSES, LR)
 
 
 def test_the_causal_mask_does_not_train():

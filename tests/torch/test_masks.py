@@ -24,7 +24,7 @@ from .harness import (assert_outputs_match, build, ff_model, ff_outputs, inferen
                       torch_outputs)
 from .test_composed import Outputs
 from .test_errors import _file_error
-from .test_training import batches, ff_losses, torch_losses
+from .test_training import assert_logits_train_like_pytorch
 
 WIDTH, CLASSES, LR = 8, 4, 0.05
 
@@ -99,12 +99,7 @@ def test_forward_matches_pytorch(make, route, tmp_path):
 @pytest.mark.parametrize("make", [Masks, Exported])
 def test_losses_follow_pytorch(make):
     torch.manual_seed(0)
-    model = make().train()
-    model.logits_only = True
-    data = batches(inputs, 4, CLASSES, steps=3)
-    ours, _ = ff_losses(model, data, LR, probabilities=False)  # translated before torch trains
-    theirs = torch_losses(model, data, LR, probabilities=False)
-    np.testing.assert_allclose(ours, theirs, rtol=1e-4)
+    assert_logits_train_like_pytorch(make().train(), inputs, CLASSES, LR)
 
 
 def test_the_exported_graph_uses_the_mask_nodes():

@@ -76,13 +76,28 @@ def ff_losses(model, data, lr, probabilities: bool, argv=(), strategy=None):
                loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
                metrics=[MetricsType.METRICS_ACCURACY],
                strategy=None if strategy is None else strategy(ff.graph))
+    return train_on(ff, tensors, data), ff
+
+
+def train_on(ff, tensors, data) -> list[float]:
+    """The losses of one training step per (inputs, labels) pair of `data`."""
     losses = []
     for xs, y in data:
         for tensor, x in zip(tensors, xs):
             tensor.set_tensor(ff, x)
         ff.label_tensor.set_tensor(ff, y)
         losses.append(ff.train_step())
-    return losses, ff
+    return losses
+
+
+def assert_logits_train_like_pytorch(model, inputs, classes: int, lr: float) -> None:
+    """3 SGD steps of a model whose output is logits (`model.logits_only`), translated before
+    torch trains it: the losses within 1e-4 of PyTorch's."""
+    model.logits_only = True
+    data = batches(inputs, 4, classes, steps=3)
+    ours, _ = ff_losses(model, data, lr, probabilities=False)
+    theirs = torch_losses(model, data, lr, probabilities=False)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4)
 
 
 def _assert_running_statistics_match(model, ff, rtol, atol):
