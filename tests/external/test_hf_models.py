@@ -183,6 +183,15 @@ def ff_losses(model, data, language: bool, argv=()):
 def test_training_follows_pytorch(name, attention, masked, argv):
     """Masked: the same with the padding mask as a second input (the padded positions still
     count in the language models' losses, as the losses here weigh every position)."""
+    assert_trains_like_pytorch(name, attention, masked, argv)
+
+
+def test_training_on_a_two_worker_cluster_follows_pytorch():
+    """`-ll:gpu 2` without `--in-process`: two Dask worker processes train masked GPT-2."""
+    assert_trains_like_pytorch("gpt2", "sdpa", True, ["-ll:gpu", "2"])
+
+
+def assert_trains_like_pytorch(name, attention, masked, argv):
     model, data = make(name, attention).train(), batches(name, masked)
     exact_model = copy.deepcopy(model).double()
     ours, ff = ff_losses(model, data, name != "bert", argv)  # translated before torch trains it

@@ -1,6 +1,6 @@
 """torchvision's ResNet-18 and MobileNet-v2, built by torchvision (random weights, 10 classes),
 import through the torch front end and through ONNX, give PyTorch's outputs within 1e-5 and
-train like PyTorch for 3 SGD steps, in-process and on 2 devices.
+train like PyTorch for 3 SGD steps, in-process, on 2 devices and on 2 Dask workers.
 
 "Like PyTorch" is sized by PyTorch itself: the float64 run of the same model on the same batches
 is the oracle. The first loss (a forward pass from the same weights) must be within FLOOR of it.
@@ -40,7 +40,8 @@ NOISE_FACTOR, FLOOR = 10.0, 1e-5
 MODELS = {"resnet18": torchvision.models.resnet18,
           "mobilenet_v2": lambda **kw: torchvision.models.mobilenet_v2(dropout=0.0, **kw)}
 ROUTES = ["torch", "onnx"]
-DEVICES = {"one device": (), "2 devices": ("-ll:gpu", "2", "--in-process")}
+DEVICES = {"one device": (), "2 devices": ("-ll:gpu", "2", "--in-process"),
+           "2 workers": ("-ll:gpu", "2")}  # a Dask cluster of two worker processes
 
 
 def make(name: str, random_statistics: bool = False) -> torch.nn.Module:
