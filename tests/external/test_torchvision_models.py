@@ -6,9 +6,10 @@ train like PyTorch for 3 SGD steps, in-process, on 2 devices and on 2 Dask worke
 is the oracle. The first loss (a forward pass from the same weights) must be within FLOOR of it.
 Later losses may stand as far from it as PyTorch's own float32 run has stood by then, times
 NOISE_FACTOR (our kernels sum in other orders), never less than FLOOR. Training-mode batch norm
-over 4 small images makes both networks chaotic: a gradient of MobileNet-v2's first layer is
-1e-2 off float64 in PyTorch's float32 run and in ours alike, and after two updates PyTorch's own
-float32 losses stand 5e-4 from float64.
+over 8 small images makes both networks chaotic: a gradient of MobileNet-v2's first layer is
+1e-2 off float64 in PyTorch's float32 run and in ours alike, so later losses say little about the
+backward. It is checked precisely on one update instead: every weight's change against PyTorch
+float64's, as far as PyTorch float32's stands from it, times NOISE_FACTOR.
 
 torchvision must import beside the installed torch (a torchvision built for another torch fails
 at import); where it does not, these tests skip and say why.
