@@ -11,8 +11,8 @@ Groups run in the order of (epoch, device), every group after those it reads fro
 *receives* the output of a group on another device the first time its device needs that output,
 and only waits for (*after*) one its device has already received, and for the group before it
 on its device. A task that awaits a collective (scheduler/collectives.py) depends on every
-member's launch: it *follows* the groups of the launches on other devices, which send it
-nothing (the collective moves the data), in a later epoch than all of them.
+member's launch: it *follows* the groups of the launches, which send it nothing (the
+collective moves the data); it comes in a later epoch than those on other devices.
 
 `fuse` groups a list of tasks (the executor's, and the full simulation's); the delta simulation
 (`simulator.Simulator.simulate`) assembles groups from memoised segments, placing their tasks
@@ -63,16 +63,20 @@ Link = tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 def place_of(device: int, deps: Iterable[TaskKey], places: Mapping[TaskKey, Place]
              ) -> tuple[int, list[Place], list[Place]]:
     """(epoch, the places on other devices it reads from, in order, and those of the
-    collectives' launches it awaits) of a task on `device` that depends on the tasks `deps`,
-    placed at `places`."""
+    collectives' launches it awaits, on every member's device, its own too) of a task on
+    `device` that depends on the tasks `deps`, placed at `places`."""
     epoch, sources, launches = 0, [], []
     for dep in deps:
         source = places[dep]
+        launched = dep.kind in LAUNCHES
+        if launched:
+            launches.append(source)
         if source[0] == device:
             if source[1] > epoch:
                 epoch = source[1]
             continue
-        (launches if dep.kind in LAUNCHES else sources).append(source)
+        if not launched:
+            sources.append(source)
         if source[1] >= epoch:
             epoch = source[1] + 1
     return epoch, sources, launches
@@ -82,11 +86,18 @@ def link(groups: Mapping[Place, tuple[TaskKey, Iterable[Place], Iterable[Place]]
          ) -> tuple[list[Place], list[Link]]:
     """The groups' order and links. `groups`: for each place, its naming task's key, the
     places on other devices its tasks read from, each once, in the order its tasks first read
-    them, and those of the collectives' launches its tasks await."""
+    them, and (a tuple) those of the collectives' launches its tasks await.
+
+    A group follows the launches of every member of what it awaits but itself: the members of
+    a collective then follow one and the same tuple of groups, which the simulator's schedule
+    waits for once (a device's own launch ended before the group before it on its device, so
+    following it changes nothing). Each distinct tuple is resolved to indices once: a
+    collective of n members is awaited by n groups."""
     ordered = sorted(groups, key=itemgetter(1, 0))
     index = {g: i for i, g in enumerate(ordered)}
     received: dict[int, set[Place]] = defaultdict(set)  # device -> groups whose output it has
     previous: dict[int, int] = {}
+    resolved: dict[tuple[Place, ...], tuple[int, ...]] = {}
     links = []
     for g in ordered:
         device = g[0]
@@ -101,12 +112,15 @@ def link(groups: Mapping[Place, tuple[TaskKey, Iterable[Place], Iterable[Place]]
                 have.add(source)
         if device in previous:
             after.append(previous[device])
-        previous[device] = index[g]
+        here = previous[device] = index[g]
         # named by its naming task's layer and kind, its device and its epoch
         name = f"{first.layer}-{first.kind}-d{device}e{g[1]}"
-        follows = [index[launch] for launch in launches]
-        links.append((name, tuple(receive_from), tuple(after),
-                      tuple(j for j in follows if j not in receive_from and j not in after)))
+        follows = resolved.get(launches)
+        if follows is None:
+            follows = resolved[launches] = tuple(index[launch] for launch in launches)
+        if here in follows:  # it launches what it awaits: it does not wait for itself
+            follows = tuple(j for j in follows if j != here)
+        links.append((name, tuple(receive_from), tuple(after), follows))
     return ordered, links
 
 
@@ -125,7 +139,7 @@ def fuse(tasks: Sequence[Task]) -> list[Group]:
         reads[where] += sources
         awaited[where] += launches
     ordered, links = link({g: (reduce(naming_key, (t.key for t in members[g])),
-                               dict.fromkeys(reads[g]), dict.fromkeys(awaited[g]))
+                               dict.fromkeys(reads[g]), tuple(dict.fromkeys(awaited[g])))
                            for g in members})
     names = [name for name, _, _, _ in links]
     return [Group(name, g[0], tuple(members[g]), tuple(names[i] for i in receive_from),

@@ -92,7 +92,7 @@ class GroupPlan:
     launches: tuple[tuple[float, Launch], ...] = ()  # collectives it launches, each when its
     #                                  task ends (ms into `cost`)
     awaits: tuple[str, ...] = ()     # collectives it waits for before it runs
-    follows: tuple[int, ...] = ()    # groups of their launches on other devices
+    follows: tuple[int, ...] = ()    # groups of their launches, on every member but itself
 
 
 class Launch(NamedTuple):
@@ -213,31 +213,46 @@ class _Schedule:
         """Each group's dependents, the count it waits for, its overheads before its tasks
         (`before`) and its `work`, and per device the groups ready before its program starts
         (`held`); returns each device's first group (which its program's dispatch books). One
-        pass over the plans: the search schedules thousands of groups a proposal."""
+        pass over the plans: the search schedules thousands of groups a proposal.
+
+        The groups that follow one tuple of launching groups (the members of a collective,
+        `fusion.link`) wait for a barrier, a node numbered after the groups that passes when
+        the last of them ends: n members' awaits cost n + n links, not n * n."""
         n = len(plans)
         task, receive = overheads.task, overheads.receive
         dependents: list[list[int]] = [[] for _ in range(n)]
         waiting, before, work = [0] * n, [0.0] * n, [0.0] * n
         first: dict[int, int] = {}
         held: dict[int, list[int]] = {}
+        barriers: dict[tuple[int, ...], int] = {}
         for i, p in enumerate(plans):
             sources, after, follows = p.receive_from, p.after, p.follows
             for j in sources:
                 dependents[j].append(i)
             for j in after:
                 dependents[j].append(i)
-            for j in follows:
-                dependents[j].append(i)
+            count = len(sources) + len(after)
+            if follows:
+                barrier = barriers.get(follows)
+                if barrier is None:
+                    barrier = barriers[follows] = len(dependents)
+                    dependents.append([])
+                    waiting.append(len(follows))
+                    for j in follows:
+                        dependents[j].append(barrier)
+                dependents[barrier].append(i)
+                count += 1
             device, opens = p.device, p.device not in first
             if opens:
                 first[device], held[device] = i, []
             ahead = (task if opens or sources else 0.0) + receive * len(sources)
             before[i], work[i] = ahead, ahead + p.cost
-            waiting[i] = len(sources) + len(after) + len(follows)
-            if not waiting[i]:
+            waiting[i] = count
+            if not count:
                 held[device].append(i)
         self.dependents, self.waiting, self.before, self.work, self.held = (
             dependents, waiting, before, work, held)
+        self.latest += [0.0] * len(barriers)
         return first
 
     def run(self) -> tuple[list[float], list[float]]:
@@ -361,18 +376,38 @@ class _Schedule:
         self.ends[i] = end
         plans, latest, waiting = self.plans, self.latest, self.waiting
         hop = self.hop * self._stretch()
+        n = len(plans)
         for k in self.dependents[i]:
-            ready = end + hop if i in plans[k].receive_from else end
+            ready = end if k >= n or i not in plans[k].receive_from else end + hop
             if ready > latest[k]:
                 latest[k] = ready
             waiting[k] -= 1
             if waiting[k]:
                 continue
-            program = self.dispatched[plans[k].device]
-            if program is None:
-                self.held[plans[k].device].append(k)
+            if k >= n:  # a barrier (`_book`): its last launching group has ended
+                self._pass(k)
             else:
-                heapq.heappush(self.events, (max(latest[k], program), k, 0, 0))
+                self._ready(k)
+
+    def _pass(self, barrier: int) -> None:
+        """The groups waiting for `barrier` have it behind them at its time."""
+        latest, waiting, passed = self.latest, self.waiting, self.latest[barrier]
+        for k in self.dependents[barrier]:
+            if passed > latest[k]:
+                latest[k] = passed
+            waiting[k] -= 1
+            if not waiting[k]:
+                self._ready(k)
+
+    def _ready(self, k: int) -> None:
+        """Group `k` has nothing left to wait for: it takes in its inputs once its device's
+        program has started."""
+        device = self.plans[k].device
+        program = self.dispatched[device]
+        if program is None:
+            self.held[device].append(k)
+        else:
+            heapq.heappush(self.events, (max(self.latest[k], program), k, 0, 0))
 
 
 class _SharedCores:

@@ -40,7 +40,7 @@ def test_data_parallelism_sums_buckets_and_updates_on_every_holder():
     groups = ff.compiled.executor.groups(TRAIN_STEP)
     assert [g.device for g in groups] == [0, 1, 0, 1]  # backward, then the sums' awaits
     awaiting = groups[2]
-    assert not awaiting.receive_from and awaiting.follows == (groups[1].name,)
+    assert not awaiting.receive_from and awaiting.follows == (groups[0].name, groups[1].name)
     assert {type(t.action) for t in awaiting.tasks} == {A.AwaitReduced, A.Update}
 
 

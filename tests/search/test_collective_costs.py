@@ -46,14 +46,31 @@ def test_an_await_waits_for_the_last_launch_and_the_ring_not_for_a_hop():
     two = replace(machine(2), collectives=ONE_STEP)
     sim = Simulator(graph_with((1,)), None, two).simulate_taskgraph(TaskGraph(tasks))
     names = [p.name for p in sim.plans]
-    assert [p.follows for p in sim.plans if p.awaits] == [(names.index("y1-forward-d1e0"),),
-                                                          (names.index("x-forward-d0e0"),)]
+    launched = (names.index("x-forward-d0e0"), names.index("y1-forward-d1e0"))
+    assert [p.follows for p in sim.plans if p.awaits] == [launched, launched]  # one barrier
     assert all(not p.receive_from for p in sim.plans)
     # d0: 2 + 0.5 + 1 (x) + 1 (the launch) -> 4.5, launching at 4.5; d1: 2 + 0.5 + 3 -> 5.5, its
     # launch at 5.5. The sum starts at 5.5 and takes 0.25 + 2 steps x (0.5 + 500 bytes /
     # 1000) = 2.25 ms: both awaits are ready at 7.75 (no hop, nothing taken in) and run 1 ms
     assert sim.ends[names.index("w0-forward-d0e1")] == pytest.approx(8.75)
     assert sim.ends[names.index("w1-forward-d1e1")] == pytest.approx(8.75)
+
+
+def test_a_group_that_launches_what_it_awaits_follows_the_other_launches_only():
+    box = Box(((0, 250),))
+    tasks = [task("y", 1, A.Receive()), launch(as_launch("l1"), 1, box, ("y",)),
+             task("x", 0, A.Receive(), ("y",)), launch(as_launch("l0"), 0, box, ("x",)),
+             await_("w0", 0, (as_launch("l0"), as_launch("l1"))),
+             await_("w1", 1, (as_launch("l0"), as_launch("l1")))]
+    two = replace(machine(2), collectives=ONE_STEP)
+    sim = Simulator(graph_with((1,)), None, two).simulate_taskgraph(TaskGraph(tasks))
+    names = [p.name for p in sim.plans]
+    d1, d0 = names.index("y-forward-d1e0"), names.index("x-forward-d0e1")
+    assert [p.follows for p in sim.plans if p.awaits] == [(d1,), (d0, d1)]
+    # d0's group, whose await does not wait for itself, runs after y's group ends (4.5) and
+    # its message arrives, 6.75 -> 10.25; w1, which only follows it, runs 1 ms from its end
+    assert sim.ends[d0] == pytest.approx(10.25)
+    assert max(sim.ends) == pytest.approx(11.25)
 
 
 def test_collectives_of_one_communicator_queue_and_others_do_not():
