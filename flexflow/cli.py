@@ -44,15 +44,18 @@ def device_ranges(devices: Sequence[int]) -> str:
 
 
 def strategy_table(strategy: Mapping[str, ParallelConfig]) -> str:
-    """One row per layer; a column saying which recompute, where any does."""
-    recomputes = any(config.recompute for config in strategy.values())
+    """One row per layer; a column saying which recompute, and one saying which shard their
+    weights, where any does."""
+    marks = [(title, field) for title, field in (("recomputed", "recompute"),
+                                                   ("sharded weights", "shard_weights"))
+             if any(getattr(config, field) for config in strategy.values())]
     rows = [("layer", "degrees (batch first)", "parts", "devices")
-            + (("recomputed",) if recomputes else ())]
+            + tuple(title for title, _ in marks)]
     for name in sorted(strategy, key=guid_order):
         config = strategy[name]
         rows.append((name, " x ".join(str(d) for d in config.degrees), str(config.num_parts),
                      device_ranges(config.devices))
-                    + (("yes" if config.recompute else "",) if recomputes else ()))
+                    + tuple("yes" if getattr(config, field) else "" for _, field in marks))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
                      for row in rows)

@@ -19,6 +19,7 @@ from ..ops.finite import all_finite, nonfinite_flag
 from ..ops.graph import Graph
 from ..ops.optimizers import UpdateRule
 from . import collectives
+from . import gathered
 from . import messages as M
 from .device_values import NONFINITE_GRADIENT, Verdict
 from .feeds import Piece
@@ -350,7 +351,7 @@ class Update(Action):
                     return
         if grad is None:
             return
-        weight = _shard_of(store.weights[self.key], self.key, self.shard)
+        weight = store.weight_part(self.key, self.shard)
         # the vendor kernels update contiguous memory only: a shard cut along a later dim is
         # updated in a contiguous copy, then written back
         updated = weight if weight.flags.c_contiguous else store.xp.ascontiguousarray(weight)
@@ -419,7 +420,72 @@ class SendWeight(Action):
 
     def run(self, store, ctx, out):
         _emit(out, self.dst, M.NewWeight(self.key, self.shard,
-                                         _shard_of(store.weights[self.key], self.key, self.shard)))
+                                         store.weight_part(self.key, self.shard)))
+
+
+@dataclass(frozen=True)
+class SendShard(Action):
+    """This device's shard (`shard`) of a sharded weight box, for another holder gathering the
+    whole box before the layer's `phase` ("forward" or "backward") there."""
+
+    key: WeightKey
+    dst: int
+    shard: Box
+    phase: str
+
+    def run(self, store, ctx, out):
+        _emit(out, self.dst, M.ShardValue(self.key, self.phase, self.shard,
+                                          store.weight_part(self.key, self.shard)))
+
+
+@dataclass(frozen=True)
+class GatherWeight(Action):
+    """Makes the whole of a sharded weight box on this holder for the layer's `phase`: the
+    shards the other owners sent (`SendShard`), and this device's own; before a backward it is
+    put back where the layer's forwards here (`parts`) kept it (`gathered.attach`)."""
+
+    key: WeightKey
+    phase: str
+    layer: int
+    parts: tuple[int, ...]
+
+    def run(self, store, ctx, out):
+        whole = store.gathering.pop((self.key, self.phase), None)
+        if whole is None:  # (no other owner: a box of one shard, this device's)
+            whole = store.xp.empty(self.key[2].shape, "float32")
+        own = store.shards.get(self.key)
+        if own is not None:
+            whole[own[0].relative_to(self.key[2])] = own[1]
+        store.weights[self.key] = whole
+        if self.phase == "backward":
+            for p in self.parts:
+                entry = store.saved.get((self.layer, p))
+                if entry is not None:
+                    store.saved[(self.layer, p)] = (
+                        gathered.attach(entry[0], self.key, whole, store.xp),) + entry[1:]
+
+
+@dataclass(frozen=True)
+class FreeWeight(Action):
+    """Drops this holder's whole copy of a sharded weight box after the layer's `phase` has
+    used it (its own shard stays); after the forward, what the layer's forwards here
+    (`parts`) kept of it is marked for the backward's gather (`gathered.detach`), so that
+    nothing holds it in between."""
+
+    key: WeightKey
+    phase: str
+    layer: int
+    parts: tuple[int, ...]
+
+    def run(self, store, ctx, out):
+        whole = store.weights.pop(self.key, None)
+        if whole is None or self.phase != "forward":
+            return
+        for p in self.parts:
+            entry = store.saved.get((self.layer, p))
+            if entry is not None:
+                store.saved[(self.layer, p)] = (
+                    gathered.detach(entry[0], self.key, whole),) + entry[1:]
 
 
 # A weight's gradient piece or new values this large leave as soon as the task that makes them

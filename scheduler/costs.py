@@ -216,8 +216,10 @@ class TaskCoster:
                                       f"{action.phase}_partial")
             nbytes = machine.partial_bytes.get(call.key, partial_estimate(call))
             return TaskCost(ms, nbytes, (action.dst,) if kind is A.SendPartial else ())
-        if kind is A.SendWeightGrad or kind is A.SendWeight:
+        if kind is A.SendWeightGrad or kind is A.SendWeight or kind is A.SendShard:
             return TaskCost(ms, action.shard.volume * 4, (action.dst,))
+        if kind is A.GatherWeight:  # its own shard copied into the whole box
+            return TaskCost(ms + machine.copy_time(device, action.key[2].volume * 4))
         if kind is A.AllReduce:  # its gradients copied into one bucket, whose bytes it sums
             nbytes = 4 * sum(k[2].volume for k in action.keys)
             return TaskCost(ms + machine.copy_time(device, nbytes), nbytes)

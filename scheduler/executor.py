@@ -116,8 +116,10 @@ class Executor:
 
     def set_weights(self, arrays: dict[tuple[int, int], Any]) -> None:
         """Write whole weights, keyed (owner layer, weight index), to every device holding a box
-        of them: one call per device."""
-        for d, pieces in self._scatter(arrays, _box_of, self._holders).items():
+        of them (of a sharded box, each shard to its owner only): one call per device."""
+        def piece(value, place):
+            return place[1], _box_of(value, place[0])
+        for d, pieces in self._scatter(arrays, piece, self._weight_places).items():
             self._call(d, _store_set_weights, pieces)
 
     def get_weight(self, owner: int, index: int, shape: tuple[int, ...]):
@@ -127,7 +129,7 @@ class Executor:
         """Whole weights, keyed (owner layer, weight index) as `shapes` is, assembled from the
         devices that own their boxes: one call per device, however many weights."""
         out = {ref: numpy.empty(shape, numpy.float32) for ref, shape in shapes.items()}
-        for (ref, box), array in self._gather(shapes, _store_get_weights, self._owner):
+        for (ref, box), array in self._gather(shapes, _store_get_weights, self._weight_readers):
             out[ref][box.relative_to(Box.full(shapes[ref]))] = array
         return out
 
@@ -157,8 +159,17 @@ class Executor:
     # Where a box's host data lives, as (part of the box, device) pairs: its weight on every
     # holder, read from the owner; its optimizer state on each shard's owner (on every holder
     # of a replicated box, read from the first).
-    def _holders(self, key: WeightKey) -> list[tuple[Box, int]]:
-        return [(key[2], d) for d in self.taskgraph.weight_devices[key]]
+    # A sharded box's weight lives on its shards' owners, each its own shard only.
+    def _weight_places(self, key: WeightKey) -> list[tuple[tuple[Box, Box | None], int]]:
+        """((the part of the box written, the shard it is or None for the whole), device)."""
+        if key in self.taskgraph.sharded:
+            return [((s.box, s.box), s.owner) for s in self.taskgraph.weight_shards(key)]
+        return [((key[2], None), d) for d in self.taskgraph.weight_devices[key]]
+
+    def _weight_readers(self, key: WeightKey) -> list[tuple[Box, int]]:
+        if key in self.taskgraph.sharded:
+            return self._shard_owners(key)
+        return self._owner(key)
 
     def _owner(self, key: WeightKey) -> list[tuple[Box, int]]:
         return [(key[2], self.taskgraph.weight_devices[key][0])]
@@ -289,15 +300,26 @@ def start_iteration(store: DeviceStore, clear_iteration: bool, zero_gradients: b
 
 # ---- functions of a store, run where the store lives ------------------------------------------
 def _store_set_weights(store: DeviceStore, pieces) -> None:
-    for key, piece in pieces:
-        if key in store.weights:
+    """Write (key, (shard, piece)) pairs: a whole box's values (no shard), or the device's own
+    shard of a sharded box, which is then all it keeps of the box."""
+    for key, (shard, piece) in pieces:
+        if shard is not None:
+            store.weights.pop(key, None)
+            own = store.shards.get(key)
+            if own is not None and own[0] == shard:
+                own[1][...] = store.xp.asarray(piece)
+            else:
+                store.shards[key] = (shard, store.xp.array(piece, dtype="float32"))
+        elif key in store.weights:
             store.weights[key][...] = store.xp.asarray(piece)
         else:
             store.weights[key] = store.xp.array(piece, dtype="float32")
 
 
 def _store_get_weights(store: DeviceStore, keys: list[WeightKey]):
-    return [to_host(store.weights[key]) for key in keys]
+    """Each box's values here: the device's own shard of a sharded box, else the whole."""
+    return [to_host(store.shards[key][1] if key in store.shards else store.weights[key])
+            for key in keys]
 
 
 def _store_set_opt_states(store: DeviceStore, pieces) -> None:

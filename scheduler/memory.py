@@ -22,7 +22,10 @@ them, and nothing else: what its forward would have kept beyond them (its kept o
 before the backward's kernels make the gradients).
 
 A value or gradient sent to another device is an interval there too. Weights, their gradients
-and optimizer state (`weight_memory`) are held throughout. The peak is the largest sum of the
+and optimizer state (`weight_memory`) are held throughout. A sharded weight box
+(`ParallelConfig.shard_weights`) is held throughout as its shards, each on its owner with its
+optimizer state, and whole on each holder at the forward and at the backward of its layer, whose
+gathers make it (`GatherWeight`; its gradient is whole on every holder, as any box's). The peak is the largest sum of the
 intervals over positions (`peak`). Kernels' own scratch memory is not modelled.
 """
 
@@ -128,6 +131,9 @@ class MemoryModel:
         if kind is A.Send:
             return (self._sent_gradient(action) if action.grad
                     else self._sent_value(action, parts_of),)
+        if kind is A.GatherWeight:  # the whole box, for the layer's forward or backward
+            at = action.layer if action.phase == "forward" else self.backward_at(action.layer)
+            return ((task.device, at, at, action.key[2].volume * 4),)
         return ()
 
     def _forward(self, device: int, action: A.Forward, parts_of) -> tuple[Interval, ...]:
@@ -238,7 +244,8 @@ def iteration_memory(model: MemoryModel, taskgraph, num_devices: int,
     """Each device's peak bytes in one iteration of `taskgraph` (a `taskgraph.TaskGraph`):
     the weights and optimizer state, plus the peak of the intervals."""
     memory = weight_memory(model.graph, taskgraph.weight_devices, num_devices, state_copies,
-                           model.training, taskgraph.replicated, gradients=False)
+                           model.training, taskgraph.replicated, gradients=False,
+                           sharded=taskgraph.sharded)
     peaks = model.peak([as_rows(model.intervals(taskgraph.tasks)),
                         as_rows(model.gradient_intervals(taskgraph.weight_devices,
                                                          taskgraph.replicated))],
@@ -267,18 +274,23 @@ def peak(rows: list[numpy.ndarray], num_devices: int, positions: int) -> list[in
 
 def weight_memory(graph: Graph, weight_devices: dict, num_devices: int, state_copies: int,
                   training: bool, replicated: frozenset = frozenset(),
-                  gradients: bool = True) -> list[int]:
-    """Weights on every holder (with their gradients in training); on each shard's owner
-    (`shards.py`), the shard's optimizer state and the pieces of its gradient the other holders
-    send in; on every holder of a `replicated` box (all-reduced), its optimizer state and its
-    copy in the bucket that is summed. Without `gradients`, the gradients and the pieces sent
-    in are left to `MemoryModel.gradient_intervals`, which places them in the iteration."""
+                  gradients: bool = True, sharded: frozenset = frozenset()) -> list[int]:
+    """Weights on every holder (with their gradients in training), a `sharded` box's as
+    each shard on its owner; on each shard's owner (`shards.py`), the shard's optimizer state
+    and the pieces of its gradient the other holders send in; on every holder of a
+    `replicated` box (all-reduced), its optimizer state and its copy in the bucket that is
+    summed. Without `gradients`, the gradients and the pieces sent in are left to
+    `MemoryModel.gradient_intervals`, which places them in the iteration."""
     memory = [0] * num_devices
     for wkey, holders in weight_devices.items():
         nbytes = wkey[2].volume * 4
         trainable = training and graph.layers[wkey[0]].weights[wkey[1]].trainable
+        whole = wkey not in sharded
         for d in holders:
-            memory[d] += nbytes * (2 if trainable and gradients else 1)
+            memory[d] += nbytes * ((1 if whole else 0) + (1 if trainable and gradients else 0))
+        if not whole:
+            for shard in shards(wkey[2], holders):
+                memory[shard.owner] += shard.box.volume * 4
         if not trainable:
             continue
         if wkey in replicated:

@@ -84,7 +84,26 @@ class NewWeight:
         store.weights[self.key][self.box.relative_to(self.key[2])] = store.xp.asarray(self.array)
 
 
-Message = Value | Grad | WeightGrad | Partial | Verdict | NewWeight
+@dataclass(frozen=True)
+class ShardValue:
+    """A shard's owner's values of that shard (`box`) of a sharded weight box, for a holder
+    gathering the whole box for the layer's `phase` (`actions.GatherWeight`): written into the
+    whole box being gathered there, made on the first shard to arrive."""
+
+    key: WeightKey
+    phase: str
+    box: Box
+    array: Any
+
+    def apply(self, store: DeviceStore) -> None:
+        whole = store.gathering.get((self.key, self.phase))
+        if whole is None:
+            whole = store.gathering[(self.key, self.phase)] = store.xp.empty(
+                self.key[2].shape, "float32")
+        whole[self.box.relative_to(self.key[2])] = store.xp.asarray(self.array)
+
+
+Message = Value | Grad | WeightGrad | Partial | Verdict | NewWeight | ShardValue
 
 
 def receive(store: DeviceStore, messages: Iterable[Message]) -> None:

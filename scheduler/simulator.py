@@ -789,7 +789,8 @@ class Simulator:
                 self._weights.clear()
             found = self._weights[id(holders)] = (weight_memory(
                 self.graph, holders, self.num_devices, self.state_copies,
-                self.objective is not None, self.builder.replicated(strategy), False),
+                self.objective is not None, self.builder.replicated(strategy), False,
+                self.builder.sharded(strategy)),
                 as_rows(self.memory_model.gradient_intervals(
                     holders, self.builder.replicated(strategy))), holders)
         return found[0], found[1]

@@ -24,6 +24,11 @@ class DeviceStore:
     weights: dict[WeightKey, Any] = field(default_factory=dict)
     weight_grads: dict[WeightKey, Any] = field(default_factory=dict)
     opt_state: dict[WeightKey, Any] = field(default_factory=dict)  # of the shard it updates
+    # a sharded box (`ParallelConfig.shard_weights`): this device's own shard, (its box, its
+    # array), kept between uses in place of the whole box, which `weights` holds only while
+    # the layer's forward or backward uses it; and a box being gathered, by (key, phase)
+    shards: dict[WeightKey, tuple[Box, Any]] = field(default_factory=dict)
+    gathering: dict[tuple[WeightKey, str], Any] = field(default_factory=dict)
     incoming_wgrads: dict[WeightKey, list] = field(default_factory=dict)
     shard_grads: dict[WeightKey, Any] = field(default_factory=dict)  # summed, awaiting verdicts
     verdicts: dict[WeightKey, list[bool]] = field(default_factory=dict)  # shards' sums finite?
@@ -56,6 +61,16 @@ class DeviceStore:
         self.saved.clear()
         self.partials.clear()
         self.released.clear()
+        self.gathering.clear()
+
+    def weight_part(self, key: WeightKey, box: Box):
+        """The array of `box` (a shard, or all of it) of a weight box: this device's own
+        shard where the box is sharded (`shards`), else a view of the whole box."""
+        own = self.shards.get(key)
+        if own is not None:
+            return own[1]
+        whole = self.weights[key]
+        return whole if box == key[2] else whole[box.relative_to(key[2])]
 
     # ---- activations ----------------------------------------------------------------------------
     def put(self, tensor: int, box: Box, array) -> None:

@@ -28,6 +28,11 @@ class ParallelConfig:
     # activation recomputation: the forward keeps only its inputs, and backward runs it again
     # for what it would have kept (less memory held from forward to backward, one more forward)
     recompute: bool = False
+    # sharded weights (ZeRO-3/FSDP): each trainable weight box held by several devices stays cut
+    # into shards (`shards.py`) between uses, each holder keeping its own shard and that shard's
+    # optimizer state; the whole box is gathered before the layer's forward and its backward
+    # and freed after each (less memory held throughout, more bytes sent every iteration)
+    shard_weights: bool = False
 
     @property
     def num_parts(self) -> int:

@@ -5,8 +5,9 @@ its name, device type (0 = GPU, 1 = CPU), the number of dims, the degrees in *re
 order each followed by a tab, the number of device ids, and the ids each followed by a tab.
 
 JSON: `{"layers": {"<name>": {"degrees": [...batch-first...], "devices": [...]}}}`, and
-`"recompute": true` for a layer whose forward runs again in backward (ours: FlexFlow's text format
-has no place for it, so saving such a strategy as text warns and leaves it out).
+`"recompute": true` for a layer whose forward runs again in backward, `"shard_weights": true` for
+a layer whose weights stay sharded over their holders between uses (ours: FlexFlow's text format
+has no place for either, so saving such a strategy as text warns and leaves them out).
 
 Reading checks the file's form only; `load` also checks it against a model (every layer present,
 nothing unknown, each config fits), so a mismatched file is rejected rather than silently
@@ -77,7 +78,8 @@ def loads_text(text: str, source: str = "<text>") -> dict[str, ParallelConfig]:
 
 def dumps_json(strategy: dict[str, ParallelConfig]) -> str:
     layers = {name: {"degrees": list(c.degrees), "devices": list(c.devices),
-                     **({"recompute": True} if c.recompute else {})}
+                     **({"recompute": True} if c.recompute else {}),
+                     **({"shard_weights": True} if c.shard_weights else {})}
               for name, c in sorted(strategy.items())}
     return json.dumps({"layers": layers}, indent=1) + "\n"
 
@@ -98,20 +100,28 @@ def loads_json(text: str, source: str = "<json>") -> dict[str, ParallelConfig]:
             raise StrategyError(f'{source}: layer {name!r} needs integer lists "degrees" and '
                                 f'"devices"')
         degrees, devices = lists
-        recompute = entry.get("recompute", False)
-        if type(recompute) is not bool:
-            raise StrategyError(f'{source}: layer {name!r} has "recompute" {recompute!r}: '
-                                f'it must be true or false')
+        recompute, shard = (_flag(source, name, entry, key)
+                            for key in ("recompute", "shard_weights"))
         if not 1 <= len(degrees) <= MAX_DIMS or any(d < 1 for d in degrees) or any(
                 not 0 <= d <= MAX_DEVICES for d in devices):
             raise StrategyError(f"{source}: layer {name!r} has invalid degrees or devices (1 to "
                                 f"{MAX_DIMS} degrees >= 1, device ids 0..{MAX_DEVICES})")
-        strategy[name] = _config(source, name, tuple(degrees), tuple(devices), recompute)
+        strategy[name] = _config(source, name, tuple(degrees), tuple(devices), recompute,
+                                 shard)
     return strategy
 
 
+def _flag(source: str, name: str, entry: dict, key: str) -> bool:
+    """A layer's optional true/false entry `key` (false where absent)."""
+    value = entry.get(key, False)
+    if type(value) is not bool:
+        raise StrategyError(f'{source}: layer {name!r} has "{key}" {value!r}: it must be true '
+                            f'or false')
+    return value
+
+
 def _config(source: str, name: str, degrees: tuple[int, ...], devices: tuple[int, ...],
-            recompute: bool = False):
+            recompute: bool = False, shard_weights: bool = False):
     """The config of layer `name`; no device ids means partition p on device p."""
     parts = 1
     for d in degrees:
@@ -124,20 +134,21 @@ def _config(source: str, name: str, degrees: tuple[int, ...], devices: tuple[int
     elif len(devices) != parts:
         raise StrategyError(f"{source}: op {name!r} has {parts} partitions but {len(devices)} "
                             f"device ids")
-    return ParallelConfig(degrees, devices, recompute)
+    return ParallelConfig(degrees, devices, recompute, shard_weights)
 
 
 def save(strategy: dict[str, ParallelConfig], path: str) -> None:
     """JSON when the file name ends in .json, FlexFlow's text format otherwise (which warns
-    where the strategy recomputes layers: the format cannot say so)."""
+    where the strategy recomputes layers or shards their weights: the format cannot say so)."""
     if str(path).endswith(".json"):
         Path(path).write_text(dumps_json(strategy))
         return
-    recomputed = sorted(name for name, config in strategy.items() if config.recompute)
-    if recomputed:
-        warnings.warn(f"{path}: FlexFlow's text format has no recomputation; the layers "
-                      f"{', '.join(recomputed)} are written without it (a .json file keeps "
-                      f"it)", stacklevel=2)
+    for what, field in (("recomputation", "recompute"), ("weight sharding", "shard_weights")):
+        named = sorted(name for name, config in strategy.items() if getattr(config, field))
+        if named:
+            warnings.warn(f"{path}: FlexFlow's text format has no {what}; the layers "
+                          f"{', '.join(named)} are written without it (a .json file keeps "
+                          f"it)", stacklevel=2)
     Path(path).write_text(dumps_text(strategy))
 
 

@@ -7,7 +7,11 @@ needs `op.input_box(out_box)`; every producer partition whose box intersects it 
 the same device (a plain dependency) or sends the intersection (a Send task on the producer's
 device). Backward mirrors this with gradient pieces. A weight box held by several devices is
 updated in shards (`shards.py`): each holder sends shard j of its gradient to shard j's owner,
-which sums the pieces, updates shard j and sends its new values to the other holders.
+which sums the pieces, updates shard j and sends its new values to the other holders. A layer with
+sharded weights (`ParallelConfig.shard_weights`) keeps such a box as shards between uses: its
+forward and its backward on each holder are preceded by a gather of the other shards from their
+owners (`SendShard`, `GatherWeight`) and followed by a free of the whole (`FreeWeight`), and
+its update has no all-gather (the next forward's gather brings the new values).
 
 The graph is assembled from segments: one per layer and phase (its forward tasks and the sends
 that feed them; the loss; its backward tasks and the gradient sends that feed them) and one per
@@ -117,6 +121,7 @@ class TaskGraph:
     tasks: list[Task] = field(default_factory=list)  # in a topological order
     weight_devices: dict[WeightKey, list[int]] = field(default_factory=dict)  # owner first
     replicated: frozenset[WeightKey] = frozenset()  # boxes every holder updates (all-reduced)
+    sharded: frozenset[WeightKey] = frozenset()  # boxes kept as shards between uses
 
     def weight_shards(self, key: WeightKey) -> tuple[Shard, ...]:
         """Which device updates (and keeps the optimizer state of) which part of a box: every
@@ -210,6 +215,13 @@ class TaskGraphBuilder:
                 readers.setdefault(t, []).append(layer.index)
         self.readers = {t: tuple(reversed(v)) for t, v in readers.items()}  # backward order
         self.weighted = [layer for layer in layers if layer.weights]
+        users: dict[int, int] = {}
+        for layer in self.weighted:
+            users[layer.weight_owner] = users.get(layer.weight_owner, 0) + 1
+        # layers whose weights no other layer uses (tied weights are never sharded: each use
+        # would gather and free the one whole copy of the other's)
+        self._untied = frozenset(layer.index for layer in self.weighted
+                                 if users[layer.weight_owner] == 1)
         self.skip = self.last = self.grad_tensor = None
         if objective is not None:
             self.last = graph.tensors[objective.output].producer[0]
@@ -362,9 +374,12 @@ class TaskGraphBuilder:
     def _forward(self, key: tuple, strategy: Strategy, layer) -> Segment:
         w = _Writer(layer.name, self.checks)
         parts = self.parts(layer.index, strategy[layer.name])
+        uses = self.sharded_uses(layer.index, strategy[layer.name])
+        ready = self._gathers(w, layer, parts, "forward", uses,
+                              self._forward_triggers(strategy, layer.index)) if uses else {}
         pending = []
         for p, part in enumerate(parts):
-            deps = []
+            deps = list(ready.get(part.device, ()))
             for tensor, in_box in zip(layer.inputs, part.action.in_boxes):
                 deps += self._need_value(w, strategy, tensor, in_box, part.device)
             if part.action.group:
@@ -375,7 +390,61 @@ class TaskGraphBuilder:
             deps = pending[p] + _partials(w, layer, "forward", part.action.group, part.device,
                                           parts)
             w.add(part.key, part.device, "forward", part.action, deps)
+        if uses:
+            self._frees(w, layer, parts, "forward", uses, lambda p: parts[p].key)
         return w.segment(key)
+
+    # ---- sharded weights ------------------------------------------------------------------------
+    def sharded_uses(self, index: int, config: ParallelConfig) -> dict[WeightKey, tuple]:
+        """The boxes layer `index` keeps sharded under `config`, with their holders (owner
+        first): where it shards its weights, its trainable boxes held by several devices, unless
+        another layer uses its weights. A function of the layer's config alone, so the segments
+        that read it stay pure."""
+        if not config.shard_weights or index not in self._untied:
+            return {}
+        return {wkey: using for wkey, (using, _) in self._weight_uses(index, config).items()
+                if len(using) > 1 and self._trainable(wkey)}
+
+    def _gathers(self, w: _Writer, layer, parts, phase: str, uses: dict, triggers,
+                 after=lambda device: ()) -> dict[int, list[TaskKey]]:
+        """Per device, the gathers of the sharded boxes `uses` before the layer's `phase`
+        there: each other shard's owner sends its shard after `triggers(owner)` (its tasks
+        just before, so that the shard arrives when it is needed, not when the iteration
+        starts), and the gather also waits for `after(device)`."""
+        ready: dict[int, list[TaskKey]] = {}
+        for b, (wkey, holders) in enumerate(uses.items()):
+            tag, cut = f"w{wkey[1]}b{b}", shards(wkey[2], holders)
+            for d in holders:
+                deps = list(after(d))
+                for j, shard in enumerate(cut):
+                    if shard.owner != d:
+                        deps.append(w.add(TaskKey(layer.name, phase, (tag, j, d), "sendshard"),
+                                          shard.owner, phase,
+                                          A.SendShard(wkey, d, shard.box, phase),
+                                          triggers(shard.owner)))
+                here = tuple(p for p, part in enumerate(parts) if part.device == d)
+                ready.setdefault(d, []).append(w.add(
+                    TaskKey(layer.name, phase, (tag, d), "gatherweight"), d, phase,
+                    A.GatherWeight(wkey, phase, layer.index, here), deps))
+        return ready
+
+    def _frees(self, w: _Writer, layer, parts, phase: str, uses: dict, key_of) -> None:
+        """Each holder's free of the whole of each sharded box `uses` once the layer's
+        `phase` tasks there (`key_of(partition)`) have run."""
+        for b, (wkey, holders) in enumerate(uses.items()):
+            for d in holders:
+                here = tuple(p for p, part in enumerate(parts) if part.device == d)
+                w.add(TaskKey(layer.name, phase, (f"w{wkey[1]}b{b}", d), "freeweight"), d,
+                      phase, A.FreeWeight(wkey, phase, layer.index, here),
+                      [key_of(p) for p in here])
+
+    def _forward_triggers(self, strategy: Strategy, index: int):
+        """What a shard's owner sends its shard for a forward after: its forwards of the
+        layer's producers (in the forward segment's key)."""
+        layers = self.graph.layers
+        keys = [part for i in self.producers[index]
+                for part in self.parts(i, strategy[layers[i].name])]
+        return lambda device: [part.key for part in keys if part.device == device]
 
     # ---- loss and backward ----------------------------------------------------------------------
     def _loss(self, key: tuple, strategy: Strategy) -> Segment:
@@ -421,9 +490,17 @@ class TaskGraphBuilder:
         w = _Writer(layer.name, self.checks)
         parts = self.parts(layer.index, strategy[layer.name])
         pieces = {t: self._grad_pieces(strategy, t) for t in dict.fromkeys(layer.outputs)}
+        uses = self.sharded_uses(layer.index, strategy[layer.name])
+        ready = {}
+        if uses:  # a shard is sent once its owner has made the gradients this layer reads
+            made = [(device, k) for found in pieces.values() for _, device, k in found]
+            ready = self._gathers(
+                w, layer, parts, "backward", uses,
+                lambda device: list(dict.fromkeys(k for d, k in made if d == device)),
+                lambda device: [part.key for part in parts if part.device == device])
         grad_deps = []
         for p, part in enumerate(parts):
-            deps = []
+            deps = list(ready.get(part.device, ()))
             for tensor, box in zip(layer.outputs, part.action.out_boxes):
                 deps += _gather(w, overlapping(pieces[tensor], box), tensor, box, part.device,
                                 "backward", grad=True)
@@ -439,6 +516,9 @@ class TaskGraphBuilder:
             deps = deps or [part.key]
             w.add(TaskKey(layer.name, "backward", p, "backward"), part.device, "backward",
                   A.Backward(layer.index, p, part.action.group, part.action.recompute), deps)
+        if uses:
+            self._frees(w, layer, parts, "backward", uses,
+                        lambda p: TaskKey(layer.name, "backward", p, "backward"))
         return w.segment(key)
 
     # ---- update ---------------------------------------------------------------------------------
@@ -447,33 +527,43 @@ class TaskGraphBuilder:
         dict for the same configurations of the layers with weights: do not modify it)."""
         return self._weights(strategy)[0]
 
-    def _weights(self, strategy: Strategy) -> tuple[dict, dict[int, list[Segment]]]:
-        """Weight holders, and the update segments by the layer whose backward they follow,
-        memoised by the weighted layers' splits and devices (recomputation changes neither)."""
-        memo = tuple((strategy[layer.name].degrees, strategy[layer.name].devices)
-                     for layer in self.weighted)
+    def _weights(self, strategy: Strategy) -> tuple[dict, dict[int, list[Segment]], frozenset]:
+        """Weight holders, the update segments by the layer whose backward they follow, and
+        the sharded boxes, memoised by the weighted layers' splits, devices and sharding
+        (recomputation changes none of them; sharding changes the updates and what the holders
+        keep, and so the simulator's weight memory, keyed by the holders' identity)."""
+        memo = tuple((strategy[layer.name].degrees, strategy[layer.name].devices,
+                      strategy[layer.name].shard_weights) for layer in self.weighted)
         found = self._weights_of.get(memo)
         if found is None:
             if len(self._weights_of) > MEMO_LIMIT:
                 self._weights_of.clear()
             holders = self._holders(strategy)
+            sharded = frozenset(k for layer in self.weighted
+                                for k in self.sharded_uses(layer.index, strategy[layer.name]))
             updates: dict[int, list[Segment]] = {}
-            uses = self._update_uses(strategy, holders)
-            if self.checks.collectives:
-                for after, key in self._bucket_keys([u for u in uses if len(u.devices) > 1]):
+            uses = self._update_uses(strategy, holders, sharded)
+            if self.checks.collectives:  # (a sharded box takes the shards' path: sends)
+                for after, key in self._bucket_keys([u for u in uses if len(u.devices) > 1
+                                                     and not u.sharded]):
                     updates.setdefault(after, []).append(self._segment(key, strategy))
-                uses = [u for u in uses if len(u.devices) == 1]
+                uses = [u for u in uses if len(u.devices) == 1 or u.sharded]
             for use in uses:
                 updates.setdefault(use.after, []).append(self._segment(use.key(), strategy))
-            found = self._weights_of[memo] = (holders, updates)
+            found = self._weights_of[memo] = (holders, updates, sharded)
         return found
+
+    def sharded(self, strategy: Strategy) -> frozenset[WeightKey]:
+        """The weight boxes the holders keep as shards between uses (`sharded_uses`)."""
+        return self._weights(strategy)[2]
 
     def replicated(self, strategy: Strategy) -> frozenset[WeightKey]:
         """The trainable weight boxes every holder updates after an all-reduce (collectives)."""
         if not self.checks.collectives:
             return frozenset()
+        sharded = self.sharded(strategy)
         return frozenset(k for k, devices in self.weight_devices(strategy).items()
-                         if len(devices) > 1 and self._trainable(k))
+                         if len(devices) > 1 and self._trainable(k) and k not in sharded)
 
     def _trainable(self, wkey: WeightKey) -> bool:
         return self.graph.layers[wkey[0]].weights[wkey[1]].trainable
@@ -489,7 +579,8 @@ class TaskGraphBuilder:
                     holders += [d for d in using if d not in holders]
         return devices
 
-    def _update_uses(self, strategy: Strategy, holders: dict) -> list["_BoxUse"]:
+    def _update_uses(self, strategy: Strategy, holders: dict,
+                     sharded: frozenset = frozenset()) -> list["_BoxUse"]:
         """How every trainable weight box is used, in order of first use."""
         backward: dict[WeightKey, dict[int, tuple[TaskKey, ...]]] = {}  # (shared: not changed)
         last_use: dict[WeightKey, int] = {}
@@ -509,7 +600,7 @@ class TaskGraphBuilder:
             box_index = boxes_seen[wkey[:2]] = boxes_seen.get(wkey[:2], -1) + 1
             done = backward.get(wkey, {})
             uses.append(_BoxUse(wkey, box_index, last_use.get(wkey, self.last), tuple(devices),
-                                tuple(done.get(d, ()) for d in devices)))
+                                tuple(done.get(d, ()) for d in devices), wkey in sharded))
         return uses
 
     def _bucket_keys(self, uses: list["_BoxUse"]) -> list[tuple[int, tuple]]:
@@ -538,11 +629,15 @@ class TaskGraphBuilder:
         return keys
 
     def _update(self, key: tuple) -> Segment:
-        _, wkey, box_index, devices, done = key
+        """A box's update: reduce-scatter, the shards' updates, and, unless the box is kept
+        sharded (the next gather brings the new values), the all-gather."""
+        _, wkey, box_index, devices, done, sharded = key
         layer = self.graph.layers[wkey[0]].name
         w = _Writer(_BoxUpdate.name(layer, wkey, box_index), self.checks)
         box = _BoxUpdate(w, layer, wkey, box_index, devices, done)
-        box.all_gather(box.updates(box.reduce_scatter()))
+        updates = box.updates(box.reduce_scatter())
+        if not sharded:
+            box.all_gather(updates)
         return w.segment(key)
 
     def _bucket(self, key: tuple) -> Segment:
@@ -589,7 +684,7 @@ class TaskGraphBuilder:
     def build(self, strategy: Strategy) -> TaskGraph:
         tg = TaskGraph(weight_devices={k: list(v) for k, v in
                                        self.weight_devices(strategy).items()},
-                       replicated=self.replicated(strategy))
+                       replicated=self.replicated(strategy), sharded=self.sharded(strategy))
         seen: set[TaskKey] = set()
         for segment in self.segments(strategy):
             tg.tasks += assemble(segment, seen)
@@ -613,10 +708,11 @@ class _BoxUse:
     after: int
     devices: tuple[int, ...]
     done: tuple[tuple[TaskKey, ...], ...]
+    sharded: bool = False  # kept as shards between uses: no all-gather after the update
 
     def key(self) -> tuple:
         """The key of its update segment (sharded over its holders)."""
-        return ("update", self.wkey, self.box_index, self.devices, self.done)
+        return ("update", self.wkey, self.box_index, self.devices, self.done, self.sharded)
 
 
 class _BoxUpdate:

@@ -152,6 +152,7 @@ def _bytes_held(store, *also) -> int:
             for name in value.__dataclass_fields__:
                 add(getattr(value, name))
     for part in (store.weights, store.weight_grads, store.opt_state, store.values,
-                 store.grads, store.received_grads, store.saved, also):
+                 store.grads, store.received_grads, store.saved, store.shards,
+                 store.gathering, also):
         add(part)
     return sum(found.values())
