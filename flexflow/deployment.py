@@ -114,7 +114,8 @@ def plan_options(config: FFConfig, first: bool = True, graph_checks: Checks | No
     search = SearchOptions(config.search_budget, config.search_alpha,
                            config.enable_sample_parallel, config.enable_parameter_parallel,
                            config.enable_attribute_parallel, config.seed,
-                           enable_recomputation=config.enable_recomputation)
+                           enable_recomputation=config.enable_recomputation,
+                           enable_weight_sharding=config.enable_weight_sharding)
     version, machine_file = ((config.machine_model_version, config.machine_model_file)
                              if first else (0, ""))
     return PlanOptions(search, version, machine_file, config.device_memory_mb << 20,

@@ -6,7 +6,9 @@ its operator declares splittable, of a kind the flags enable (sample always; par
 with at most as many parts as devices; the parts go to a contiguous block of devices starting
 anywhere (operator placement); with `--enable-recomputation`, recomputation or not, at even odds
 (the simulator costs the second forward, and the memory it saves counts through the memory
-penalty). Picking the last layer proposes no change (FlexFlow's rule; the
+penalty); with `--enable-weight-sharding`, for a layer with trainable weights, sharded weights or
+not, at even odds (the simulator costs the gathers' messages, and the memory model the shards
+and the transient whole boxes). Picking the last layer proposes no change (FlexFlow's rule; the
 loss reads its output whole per sample). A proposal slower than the current strategy by
 `delta` ms is accepted with probability exp(-alpha * delta); every budget/100 proposals the
 search returns to the best strategy so far. `budget + 1` proposals are scored, as in FlexFlow.
@@ -16,8 +18,10 @@ one that does not: once the search has found a strategy within the memory limit,
 
 The search starts from the best of its initial candidates: data parallelism, the imported
 strategy if any, (when parameter parallelism is enabled, since it uses it) the "one weird
-trick": data-parallel convolutions, dense layers split by output features over all devices, and
-(when recomputation is enabled) data parallelism recomputing every layer.
+trick": data-parallel convolutions, dense layers split by output features over all devices,
+(when recomputation is enabled) data parallelism recomputing every layer, and (when weight
+sharding is enabled) data parallelism with every weighted layer's weights sharded (and every
+layer recomputed too, where recomputation is enabled).
 Random choices come from one `random.Random(seed)`, so a seed gives one result.
 """
 
@@ -52,6 +56,7 @@ class SearchOptions:
     seed: int = 0
     delta: bool = True  # delta simulation (False: rebuild every proposal, for comparison)
     enable_recomputation: bool = False  # proposals may recompute a layer's forward in backward
+    enable_weight_sharding: bool = False  # proposals may shard a layer's weights (ZeRO-3)
 
     def kinds(self) -> set[DimKind]:
         kinds = set()
@@ -81,6 +86,7 @@ class SearchSpace:
         self.num_devices = num_devices
         self.kinds = options.kinds()
         self.recomputation = options.enable_recomputation
+        self.sharding = options.enable_weight_sharding
         self._degrees: dict[int, list[tuple[int, ...]]] = {}
 
     def degrees(self, layer: Layer) -> list[tuple[int, ...]]:
@@ -96,14 +102,16 @@ class SearchSpace:
         return self._degrees[layer.index]
 
     def random_config(self, layer: Layer, rng: random.Random) -> ParallelConfig:
-        """Degrees, a block of devices and, where enabled, recomputation (a coin each; the
-        coin is not drawn otherwise, so a seed's proposals stay those of the version
-        before)."""
+        """Degrees, a block of devices and, where enabled, recomputation and (for a layer
+        with trainable weights) sharded weights (a coin each; a coin is not drawn otherwise,
+        so a seed's proposals stay those of the version before)."""
         degrees = rng.choice(self.degrees(layer))
         parts = math.prod(degrees)
         start = rng.randrange(self.num_devices - parts + 1)
         recompute = self.recomputation and rng.random() < 0.5
-        return ParallelConfig(degrees, tuple(range(start, start + parts)), recompute)
+        shard = (self.sharding and any(w.trainable for w in layer.weights)
+                 and rng.random() < 0.5)
+        return ParallelConfig(degrees, tuple(range(start, start + parts)), recompute, shard)
 
     def configs(self, layer: Layer) -> list[ParallelConfig]:
         """One configuration per degree tuple (on the first devices): what calibration times."""
@@ -128,9 +136,11 @@ def one_weird_trick(graph: Graph, num_devices: int) -> dict[str, ParallelConfig]
 def initial_candidates(graph: Graph, num_devices: int, options: SearchOptions,
                        imported: Strategy | None = None) -> dict[str, Strategy]:
     """The strategies the search starts from, by name: data parallelism, the imported strategy,
-    when parameter parallelism is allowed the "one weird trick", and when recomputation is
-    allowed data parallelism recomputing every layer (what fits where data parallelism does
-    not, if anything of this shape does)."""
+    when parameter parallelism is allowed the "one weird trick", when recomputation is
+    allowed data parallelism recomputing every layer, and when weight sharding is allowed data
+    parallelism sharding every weighted layer's weights (and recomputing every layer, where
+    that is allowed too): what fits where data parallelism does not, if anything of this
+    shape does."""
     candidates = {"data parallel": data_parallel_strategy(graph, num_devices)}
     if imported is not None:
         candidates["imported"] = dict(imported)
@@ -139,6 +149,13 @@ def initial_candidates(graph: Graph, num_devices: int, options: SearchOptions,
     if options.enable_recomputation:
         candidates["data parallel, recomputed"] = {
             name: replace(config, recompute=True)
+            for name, config in candidates["data parallel"].items()}
+    if options.enable_weight_sharding:
+        weighted = {layer.name for layer in graph.layers
+                    if any(w.trainable for w in layer.weights)}
+        candidates["data parallel, sharded"] = {
+            name: replace(config, shard_weights=name in weighted,
+                          recompute=options.enable_recomputation)
             for name, config in candidates["data parallel"].items()}
     return candidates
 
@@ -230,7 +247,8 @@ def _search(simulator: Simulator, options: SearchOptions, imported: Strategy | N
 
 def print_strategy(graph: Graph, strategy: Strategy, stream=None) -> None:
     """FlexFlow's best-strategy block; dims in FlexFlow's (reversed) order; a recomputed
-    layer's line ends in " recomputed" (ours)."""
+    layer's line ends in " recomputed", and one whose weights are sharded in " sharded weights"
+    (ours)."""
     stream = stream or sys.stdout
     print(BEST_HEADER, file=stream)
     for layer in graph.layers:
@@ -238,6 +256,6 @@ def print_strategy(graph: Graph, strategy: Strategy, stream=None) -> None:
         dims = ",".join(str(d) for d in reversed(config.degrees))
         devices = ",".join(str(d) for d in config.devices)
         print(f"[{layer.name}] num_dims({len(config.degrees)}) dims[{dims}] "
-              f"device_ids[{devices}]" + (" recomputed" if config.recompute else ""),
-              file=stream)
+              f"device_ids[{devices}]" + (" recomputed" if config.recompute else "")
+              + (" sharded weights" if config.shard_weights else ""), file=stream)
     print(BEST_FOOTER, file=stream)

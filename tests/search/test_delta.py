@@ -1,6 +1,7 @@
 """Delta simulation gives exactly the full simulation's result (rebuild + executor.fuse), on
 random proposal sequences over every test model, with every kind of split enabled, with and
-without recomputation among the proposals; and a whole search with the delta simulation visits
+without recomputation and weight sharding among the proposals (and sharding with the
+collectives, whose buckets leave sharded boxes out); and a whole search with the delta simulation visits
 the same proposals, scores them the same and returns the same strategy as one that rebuilds
 every proposal."""
 
@@ -30,16 +31,23 @@ def plan_view(simulation):
 BUILDS = {**MODELS, "wide_mlp": wide_mlp}  # the last one's updates post messages early
 
 
-@pytest.mark.parametrize("recomputation", [False, True])
+# (recomputation, weight sharding, collectives) among the proposals
+VARIANTS = {"plain": (False, False, False), "recomputation": (True, False, False),
+            "sharding": (False, True, False), "sharding, collectives": (True, True, True)}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("name", list(BUILDS))
-def test_delta_equals_full_on_random_proposals(name, recomputation):
+def test_delta_equals_full_on_random_proposals(name, variant):
+    recomputation, sharding, collectives = VARIANTS[variant]
     ff, objective = compiled(BUILDS[name], BATCH)
     graph = ff.graph
     simulator = Simulator(graph, objective, small_machine(), ff.compiled.loss, ff.optimizer.rule(),
-                          Checks(finite_gradients=True))
+                          Checks(finite_gradients=True, collectives=collectives))
     space = SearchSpace(graph, 4, SearchOptions(1, enable_parameter_parallel=True,
                                                 enable_attribute_parallel=True,
-                                                enable_recomputation=recomputation))
+                                                enable_recomputation=recomputation,
+                                                enable_weight_sharding=sharding))
     rng = random.Random(hash(name) % 1000)
     current = data_parallel_strategy(graph, 4)
     posted_early = False
