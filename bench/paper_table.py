@@ -4,9 +4,11 @@ AlexNet, Inception-v3, ResNet-101 and a transformer language model on the paper'
 parallelism enabled.
 
 Per-device batch: 64, or the largest of 32 and 16 at which data parallelism fits in device
-memory (so the comparison is between strategies that both run). The search budget is smaller
-for the deep networks, whose task graphs have thousands of fused tasks (every batch-norm split
-by sample is a cross-device reduction); the budgets used are printed.
+memory (so the comparison is between strategies that both run). The search budget is FlexFlow's
+usual 1,000 proposals for every row; `--deep-budget` and `--k80-deep-budget` lower it for the
+deep networks on 16 and on 64 devices, whose task graphs have thousands of fused groups (every
+batch-norm split by sample is a cross-device reduction). The budgets used and each search's
+seconds are printed.
 
 The paper (Jia et al., SysML 2019) reports FlexFlow's throughput at 1.3x-3.3x that of data
 parallelism across its six DNNs on 16 P100 GPUs; the per-model figures are in its Figure 7.
@@ -15,7 +17,8 @@ runs it (`RUN_CHECKS`: replicated weights' gradients summed by NCCL-style all-re
 batch-norm statistics by collectives, the non-finite guard on; Dask scheduler overheads as in the
 presets), not FlexFlow's runtime.
 
-    python bench/paper_table.py [--budget 1000] [--deep-budget 100] [--models ...]
+    python bench/paper_table.py [--budget 1000] [--deep-budget 1000] [--k80-deep-budget 1000]
+                                [--models ...] [--machines p100-4x4,k80-16x4]
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ def search_best(simulator, budget):
 
 
 def main():
-    args = command_line(__doc__, budget=1000, deep_budget=100, k80_deep_budget=10,
+    args = command_line(__doc__, budget=1000, deep_budget=1000, k80_deep_budget=1000,
                         models=",".join(MODELS), machines=",".join(MACHINES))
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
     rows = []
@@ -102,12 +105,13 @@ def main():
                   f"speed-up {baseline.time / best.time:5.2f}x  ({seconds:.0f} s search){fits}",
                   flush=True)
     print()
-    print("| machine | model | batch/device | budget | data parallel (ms) | searched (ms) | "
-          "speed-up | paper |")
-    print("|---|---|---|---|---|---|---|---|")
-    for machine_name, name, per_device, budget, dp, searched, _, fits in rows:
-        print(f"| {machine_name} | {name} | {per_device} | {budget} | {dp:.1f} | {searched:.1f} "
-              f"| {dp / searched:.2f}x{fits} | {PAPER if machine_name == 'p100-4x4' else '-'} |")
+    print("| machine | model | batch/device | budget | search (s) | data parallel (ms) | "
+          "searched (ms) | speed-up | paper |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for machine_name, name, per_device, budget, dp, searched, seconds, fits in rows:
+        print(f"| {machine_name} | {name} | {per_device} | {budget} | {seconds:.0f} | {dp:.1f} "
+              f"| {searched:.1f} | {dp / searched:.2f}x{fits} "
+              f"| {PAPER if machine_name == 'p100-4x4' else '-'} |")
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
