@@ -10,7 +10,8 @@ runs, wall clock and CPU time of this process (the machine may be shared: both a
 with the load average).
 
     python bench/search_speed.py [--budget 1000] [--runs 3] [--full-runs 1] [--flags default,all]
-                                 [--model resnet101 --run-checks]
+                                 [--model resnet101 --run-checks --full-runs 0]
+                                 [--machine p100-4x4]
 """
 
 from __future__ import annotations
@@ -73,11 +74,15 @@ def main():
         full = [timed_search(graph, objective, machine, full_options, checks)
                 for _ in range(args.full_runs)]
         dw, dc = (statistics.median(r[i] for r in delta) for i in (0, 1))
-        fw, fc = (statistics.median(r[i] for r in full) for i in (0, 1))
         costs = {round(r[2], 9) for r in delta + full}
         print(f"flags {name:7s}: delta {dw:6.2f} s wall ({dc:6.2f} s CPU), median of "
-              f"{len(delta)}; full {fw:7.2f} s wall ({fc:7.2f} s CPU), median of {len(full)}")
-        print(f"               speed-up {fw / dw:5.1f}x wall, {fc / dc:5.1f}x CPU; best cost "
+              f"{len(delta)}", end="")
+        compared = ""
+        if full:  # (--full-runs 0 skips it: the deep networks' full search takes an hour)
+            fw, fc = (statistics.median(r[i] for r in full) for i in (0, 1))
+            print(f"; full {fw:7.2f} s wall ({fc:7.2f} s CPU), median of {len(full)}", end="")
+            compared = f"speed-up {fw / dw:5.1f}x wall, {fc / dc:5.1f}x CPU; "
+        print(f"\n               {compared}best cost "
               f"{'identical' if len(costs) == 1 else 'DIFFERENT'}: "
               f"{', '.join(f'{c:.4f}' for c in sorted(costs))} ms; "
               f"{args.budget / dw:.0f} proposals/s (delta)")
