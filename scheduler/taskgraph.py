@@ -88,7 +88,7 @@ class TaskKey(NamedTuple):
     for a send, its segment's tag and number; for a load, its device and box bounds; for a
     weight update, an `UpdatePart`), and its kind (`forward`, `fpartial`, `send`, `sendgrad`,
     `loss`, `backward`, `bpartial`, `partialsend`, `load`, `check`, `update`, `sendweight`,
-    `receive`). Nothing parses a key back: the text form is for people
+    `receive`; for sharded weights `sendshard`, `gatherweight`, `freeweight`). Nothing parses a key back: the text form is for people
     (`<layer>-<kind>-<part>`, so Dask's task stream and DOT files read per op)."""
 
     layer: str
