@@ -47,6 +47,7 @@ re-fuses everything with the executor's own code; both return the same numbers.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
@@ -169,10 +170,12 @@ def _transfer(route: Route, nbytes: float, ready: float, free: dict[str, float],
 
 
 def schedule(plans: list[GroupPlan], machine: MachineModel,
-             transfers: list[Transfer] | None = None) -> tuple[list[float], list[float]]:
+             transfers: list[Transfer] | None = None,
+             collective_ms=None) -> tuple[list[float], list[float]]:
     """Start and end (ms) of every group; see the module docstring for the rules. Given a list
-    `transfers`, every link booking is appended to it."""
-    return _Schedule(plans, machine, transfers).run()
+    `transfers`, every link booking is appended to it; `collective_ms`, a memo of the
+    machine's (`Simulator` keeps one: the same buckets recur in every proposal)."""
+    return _Schedule(plans, machine, transfers, collective_ms or machine.collective_ms).run()
 
 
 class _Schedule:
@@ -182,9 +185,10 @@ class _Schedule:
     (1: ready to run, without shared cores its end; with them, `_SharedCores`'s stages)."""
 
     def __init__(self, plans: list[GroupPlan], machine: MachineModel,
-                 transfers: list[Transfer] | None):
+                 transfers: list[Transfer] | None, collective_ms):
         n = len(plans)
         self.plans, self.machine, self.transfers = plans, machine, transfers
+        self.collective_ms = collective_ms
         self.hop = machine.overheads.hop
         self.scheduler_free = 0.0
         self.latest = [0.0] * n  # when a group's dependencies allow it to start
@@ -340,7 +344,7 @@ class _Schedule:
             start, launch = free, None
             for j, offset, launch in self.launched[key]:
                 start = max(start, self._into(j, offset))
-            free = self.collected[key] = start + self.machine.collective_ms(
+            free = self.collected[key] = start + self.collective_ms(
                 launch.devices, launch.nbytes, launch.gather) * stretch
         return free
 
@@ -595,6 +599,7 @@ STRATEGY_FREE = frozenset({A.Update, A.CheckShard, A.AwaitReduced, A.AllReduce,
 ROWS_KEPT = 200_000  # such rows remembered; all are forgotten when full
 RESULTS_KEPT = 64  # results remembered per segment, for different inputs (~10 MB a 1000 steps)
 ASSEMBLED_KEPT = 16384  # whole groups remembered; all are forgotten when full
+COLLECTIVES_KEPT = 4096  # collectives' times remembered (devices, bytes, gather), least recent out
 
 
 class Simulator:
@@ -617,6 +622,8 @@ class Simulator:
         self._assembled: dict[tuple, _Assembled] = {}  # [share, base, ...] -> whole group
         self._rows: dict[tuple, tuple] = {}  # (STRATEGY_FREE action, device) -> (a row,
         #                                      its intervals)
+        self._collective_ms = functools.lru_cache(maxsize=COLLECTIVES_KEPT)(
+            machine.collective_ms)
 
     @property
     def num_devices(self) -> int:
@@ -634,7 +641,7 @@ class Simulator:
     def _finish(self, plans: list[GroupPlan], memory: list[int],
                 record_transfers: bool = False) -> Simulation:
         transfers: list[Transfer] | None = [] if record_transfers else None
-        starts, ends = schedule(plans, self.machine, transfers)
+        starts, ends = schedule(plans, self.machine, transfers, self._collective_ms)
         time = self.machine.overheads.iteration + max(ends, default=0.0)
         return Simulation(time, memory, self._capacity(), plans, starts, ends, transfers or [])
 
