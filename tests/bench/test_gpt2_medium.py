@@ -41,3 +41,23 @@ def test_recomputing_gpt2_medium_trades_time_for_memory_on_16_p100s(monkeypatch)
     a, b = simulator.simulate_full(plain), simulator.simulate_full(recomputed)
     assert max(b.memory) < 0.8 * max(a.memory)
     assert a.time < b.time < 1.2 * a.time
+
+
+def test_the_hand_made_baselines_are_fsdp_and_tensor_parallelism_in_a_node(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import dnn
+    import gpt2_baselines
+
+    from flexflow.scheduler.strategy import validate
+    graph, _ = dnn.graph_of(dnn.transformer_lm, 8)
+    fsdp = gpt2_baselines.fsdp_recomputed(graph, 4)
+    validate(graph, fsdp, 4)
+    weighted = {layer.name for layer in graph.layers if layer.weights}
+    assert all(c.recompute and c.shard_weights == (n in weighted) for n, c in fsdp.items())
+    tensor = gpt2_baselines.tensor_in_node(graph, 2, 2)
+    validate(graph, tensor, 4)
+    by_type = {layer.type_name: tensor[layer.name].degrees for layer in graph.layers}
+    assert by_type["Dense"] == (2, 1, 2)  # batch over nodes, output features inside one
+    assert by_type["Embedding"] == (2, 1, 2)
+    assert by_type["MultiHeadAttention"] == (2, 2, 1)  # positions inside a node
+    assert all(c.devices == (0, 1, 2, 3) for c in tensor.values())

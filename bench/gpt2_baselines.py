@@ -1,0 +1,125 @@
+"""GPT-2 medium on the paper's 16 P100s (`p100-4x4`: 4 nodes of 4, 16 GB each), simulated: the
+strategies a PyTorch user would try by hand, expressed in our strategy space, against the one
+the search finds with every choice enabled (parameter and attribute splits, recomputation,
+sharded weights). Adam, global batch 32 (2 sequences of 1,024 tokens a device), the task graph a
+default run executes (`paper_table.RUN_CHECKS`). Nothing is measured: every figure comes from
+the simulator and the memory model (deterministic for the seed).
+
+The hand-made baselines:
+
+* data parallelism;
+* FSDP with full recomputation: data parallelism, every weighted layer's weights sharded over
+  the 16 devices (ZeRO-3), every layer recomputed in backward;
+* tensor parallelism inside a node, data parallelism across: the batch split over the 4 nodes,
+  and inside each node every layer split 4 ways along its parameter dim (the dense layers' and
+  the embedding's output features) where it has one, else along its attribute dim (the sequence
+  positions: attention, layer norm, softmax), else by sample;
+* a pipeline across nodes: not in our strategy space yet (said so in the output).
+
+    python bench/gpt2_baselines.py [--budget 1000] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import dnn  # noqa: E402
+from command_line import command_line  # noqa: E402
+from paper_table import RUN_CHECKS  # noqa: E402
+
+from flexflow.core import LossType  # noqa: E402
+from flexflow.losses import loss_function  # noqa: E402
+from flexflow.ops.optimizers import Adam  # noqa: E402
+from flexflow.ops.spec import DimKind  # noqa: E402
+from flexflow.scheduler import machine as machine_module  # noqa: E402
+from flexflow.scheduler.search import SearchOptions, search  # noqa: E402
+from flexflow.scheduler.simulator import Simulator  # noqa: E402
+from flexflow.scheduler.strategy import ParallelConfig, data_parallel_strategy  # noqa: E402
+
+GLOBAL_BATCH = 32
+GIB = 1 << 30
+
+
+def gpt2_simulator(machine):
+    """(graph, simulator) of GPT-2 medium at the global batch, trained with Adam."""
+    graph, objective = dnn.graph_of(dnn.gpt2_medium, GLOBAL_BATCH)
+    output = graph.tensors[graph.layers[-1].outputs[0]].spec
+    loss = loss_function(LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, (), GLOBAL_BATCH,
+                         output.size // GLOBAL_BATCH, True)
+    return graph, Simulator(graph, objective, machine, loss, Adam(alpha=1e-4), RUN_CHECKS)
+
+
+def fsdp_recomputed(graph, devices: int) -> dict[str, ParallelConfig]:
+    """Data parallelism with every weighted layer's weights sharded and every layer
+    recomputed: FSDP with full activation checkpointing."""
+    weighted = {layer.name for layer in graph.layers if any(w.trainable for w in layer.weights)}
+    return {name: replace(config, recompute=True, shard_weights=name in weighted)
+            for name, config in data_parallel_strategy(graph, devices).items()}
+
+
+def tensor_in_node(graph, nodes: int, per_node: int) -> dict[str, ParallelConfig]:
+    """The batch over `nodes` nodes and, inside each node, every layer split `per_node` ways
+    along its parameter dim, else its attribute dim, else by sample (device = node * per_node +
+    part, so a node's parts share its links)."""
+    strategy = {}
+    for layer in graph.layers:
+        shape = graph.tensors[layer.outputs[0]].spec.shape
+        kinds = layer.op.dim_kinds(graph.in_specs(layer))
+        inner = next((d for kind in (DimKind.PARAMETER, DimKind.ATTRIBUTE)
+                      for d, k in enumerate(kinds)
+                      if k is kind and d > 0 and shape[d] % per_node == 0), None)
+        degrees = [1] * len(shape)
+        degrees[0] = nodes if inner is not None else nodes * per_node
+        if inner is not None:
+            degrees[inner] = per_node
+        strategy[layer.name] = ParallelConfig(tuple(degrees), tuple(range(nodes * per_node)))
+    return strategy
+
+
+def describe(name: str, simulation, seconds: float | None = None) -> str:
+    fits = "fits" if not simulation.over else "OVER memory"
+    searched = f"  ({seconds:.0f} s search)" if seconds is not None else ""
+    return (f"{name:52s} {simulation.time:9.1f} ms  {max(simulation.memory) / GIB:6.2f} GiB "
+            f"peak device  {fits}{searched}")
+
+
+def main():
+    args = command_line(__doc__, budget=1000, seed=0)
+    machine = machine_module.preset("p100-4x4")
+    print(f"GPT-2 medium, global batch {GLOBAL_BATCH}, Adam, {machine.describe()}, "
+          f"{machine.memory(0) / GIB:.1f} GiB a device; {os.cpu_count()} cores, load average "
+          f"{os.getloadavg()[0]:.1f} at start", flush=True)
+    graph, simulator = gpt2_simulator(machine)
+    baselines = {
+        "data parallel": data_parallel_strategy(graph, 16),
+        "FSDP (ZeRO-3), full recomputation": fsdp_recomputed(graph, 16),
+        "tensor parallel in a node (4), data parallel across": tensor_in_node(graph, 4, 4),
+    }
+    results = {}
+    for name, strategy in baselines.items():
+        results[name] = simulator.simulate(strategy)
+        print(describe(name, results[name]), flush=True)
+    print(f"{'a pipeline across nodes':52s} not in our strategy space yet")
+    options = SearchOptions(args.budget, seed=args.seed, enable_parameter_parallel=True,
+                            enable_attribute_parallel=True, enable_recomputation=True,
+                            enable_weight_sharding=True)
+    started = time.perf_counter()
+    found = search(simulator, options, stream=io.StringIO())
+    seconds = time.perf_counter() - started
+    best = simulator.simulate(found.best)
+    print(describe(f"searched (budget {args.budget})", best, seconds))
+    fitting = [s.time for s in results.values() if not s.over]
+    if fitting and not best.over:
+        print(f"searched against the best fitting baseline: {min(fitting) / best.time:.2f}x")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()
