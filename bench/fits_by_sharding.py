@@ -211,13 +211,17 @@ def measure(size: Size, budget: int, steps: int) -> dict:
     return figures
 
 
+def mib(peaks: list[int]) -> str:
+    """Bytes per worker as MiB, for a line of the report."""
+    return ", ".join(f"{p / MiB:.1f}" for p in peaks)
+
+
 def report(size: Size, figures: dict, loads: tuple[str, str]) -> None:
     """The bench's lines (see the module's docstring)."""
     searched = figures["searched"]
     single_run, single_seconds = figures["single"]
     sharded, recomputed = searched["layers"]
     print(f"model: {size}, {model_bytes(size) / MiB:.1f} MiB of weights, Adam")
-    mib = lambda peaks: ", ".join(f"{p / MiB:.1f}" for p in peaks)  # noqa: E731
     print(f"cap: {size.cap_mib} MiB per worker; each worker's memory limit (the plan's) "
           f"{size.limit_mib} MiB; -ll:fsize {size.cap_mib} passed too, a GPU's (not applied)")
     print(f"predicted per worker: data parallelism {mib(figures['predicted'][False])} MiB "
