@@ -27,10 +27,11 @@ import os
 import sys
 import time
 from contextlib import redirect_stdout
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+from distributed import Client
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent))
@@ -43,7 +44,7 @@ from tests.parallel.training import vanishing_gradient_weights  # noqa: E402
 
 from flexflow.core import AdamOptimizer, FFConfig, FFModel, LossType, MetricsType  # noqa: E402
 from flexflow.scheduler import cluster as cluster_module  # noqa: E402
-from flexflow.scheduler.strategy import StrategyError  # noqa: E402
+from flexflow.scheduler.strategy import StrategyError, data_parallel_strategy  # noqa: E402
 
 MiB = 1 << 20
 
@@ -162,9 +163,6 @@ def predicted_peaks(size: Size, sharded: bool) -> list[int]:
     """The memory model's peak bytes per worker of data parallelism on 2 devices with the
     collectives on, every weighted layer's weights sharded where `sharded` (compiled in this
     process, no cap)."""
-    from dataclasses import replace
-
-    from flexflow.scheduler.strategy import data_parallel_strategy
     ff = FFModel(FFConfig(argv=["-ll:gpu", "2", "--in-process", "--collectives", "on"],
                           batch_size=size.batch))
     size.build(ff)
@@ -199,7 +197,6 @@ def chosen_layers(ff: FFModel) -> tuple[list[str], list[str]]:
 
 def measure(size: Size, budget: int, steps: int) -> dict:
     """Everything the bench prints, on a fresh 2-worker cluster capped at `size.cap_mib`."""
-    from distributed import Client
     figures = {"single": single_device_run(size, steps),
                "predicted": {sharded: predicted_peaks(size, sharded) for sharded in (False, True)}}
     with local_cluster(2, memory_limit=size.limit_mib * MiB) as cluster, \

@@ -458,11 +458,8 @@ class GatherWeight(Action):
             whole[own[0].relative_to(self.key[2])] = own[1]
         store.weights[self.key] = whole
         if self.phase == "backward":
-            for p in self.parts:
-                entry = store.saved.get((self.layer, p))
-                if entry is not None:
-                    store.saved[(self.layer, p)] = (
-                        gathered.attach(entry[0], self.key, whole, store.xp),) + entry[1:]
+            _rewrite_kept(store, self.layer, self.parts,
+                          lambda kept: gathered.attach(kept, self.key, whole, store.xp))
 
 
 @dataclass(frozen=True)
@@ -481,11 +478,17 @@ class FreeWeight(Action):
         whole = store.weights.pop(self.key, None)
         if whole is None or self.phase != "forward":
             return
-        for p in self.parts:
-            entry = store.saved.get((self.layer, p))
-            if entry is not None:
-                store.saved[(self.layer, p)] = (
-                    gathered.detach(entry[0], self.key, whole),) + entry[1:]
+        _rewrite_kept(store, self.layer, self.parts,
+                      lambda kept: gathered.detach(kept, self.key, whole))
+
+
+def _rewrite_kept(store, layer: int, parts: tuple[int, ...], change) -> None:
+    """Replace what the forwards of `layer`'s `parts` on this device kept (the first item of
+    their `saved` entries) by `change(kept)`."""
+    for p in parts:
+        entry = store.saved.get((layer, p))
+        if entry is not None:
+            store.saved[(layer, p)] = (change(entry[0]),) + entry[1:]
 
 
 # A weight's gradient piece or new values this large leave as soon as the task that makes them

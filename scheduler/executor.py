@@ -318,8 +318,7 @@ def _store_set_weights(store: DeviceStore, pieces) -> None:
 
 def _store_get_weights(store: DeviceStore, keys: list[WeightKey]):
     """Each box's values here: the device's own shard of a sharded box, else the whole."""
-    return [to_host(store.shards[key][1] if key in store.shards else store.weights[key])
-            for key in keys]
+    return [to_host(store.weight_part(key, key[2])) for key in keys]
 
 
 def _store_set_opt_states(store: DeviceStore, pieces) -> None:

@@ -88,8 +88,9 @@ class TaskKey(NamedTuple):
     for a send, its segment's tag and number; for a load, its device and box bounds; for a
     weight update, an `UpdatePart`), and its kind (`forward`, `fpartial`, `send`, `sendgrad`,
     `loss`, `backward`, `bpartial`, `partialsend`, `load`, `check`, `update`, `sendweight`,
-    `receive`; for sharded weights `sendshard`, `gatherweight`, `freeweight`). Nothing parses a key back: the text form is for people
-    (`<layer>-<kind>-<part>`, so Dask's task stream and DOT files read per op)."""
+    `receive`; for sharded weights `sendshard`, `gatherweight`, `freeweight`). Nothing parses
+    a key back: the text form is for people (`<layer>-<kind>-<part>`, so Dask's task stream and
+    DOT files read per op)."""
 
     layer: str
     phase: str
@@ -422,10 +423,9 @@ class TaskGraphBuilder:
                                           shard.owner, phase,
                                           A.SendShard(wkey, d, shard.box, phase),
                                           triggers(shard.owner)))
-                here = tuple(p for p, part in enumerate(parts) if part.device == d)
                 ready.setdefault(d, []).append(w.add(
                     TaskKey(layer.name, phase, (tag, d), "gatherweight"), d, phase,
-                    A.GatherWeight(wkey, phase, layer.index, here), deps))
+                    A.GatherWeight(wkey, phase, layer.index, _parts_on(parts, d)), deps))
         return ready
 
     def _frees(self, w: _Writer, layer, parts, phase: str, uses: dict, key_of) -> None:
@@ -433,7 +433,7 @@ class TaskGraphBuilder:
         `phase` tasks there (`key_of(partition)`) have run."""
         for b, (wkey, holders) in enumerate(uses.items()):
             for d in holders:
-                here = tuple(p for p, part in enumerate(parts) if part.device == d)
+                here = _parts_on(parts, d)
                 w.add(TaskKey(layer.name, phase, (f"w{wkey[1]}b{b}", d), "freeweight"), d,
                       phase, A.FreeWeight(wkey, phase, layer.index, here),
                       [key_of(p) for p in here])
@@ -778,6 +778,11 @@ class _BoxUpdate:
                 send = self.w.add(self.key("sendweight", j, r), shard.owner, "update",
                                   A.SendWeight(self.wkey, r, shard.box), [update])
                 self.w.add(self.key("receive", j, r), r, "update", A.Receive(), [send])
+
+
+def _parts_on(parts, device: int) -> tuple[int, ...]:
+    """The partitions of a layer (`parts`, in partition order) that run on `device`."""
+    return tuple(p for p, part in enumerate(parts) if part.device == device)
 
 
 def assemble(segment: Segment, seen_loads: set[TaskKey]):

@@ -5,6 +5,7 @@ in this process and on a cluster, give the single device's losses and weights (1
 relative); between steps each holder keeps only its own shard; the memory model predicts what
 the devices hold; the host reads and checkpoints whole weights."""
 
+import gc
 from dataclasses import replace
 
 import numpy as np
@@ -176,7 +177,7 @@ def test_a_checkpoint_of_sharded_weights_loads_and_continues_the_same_training(
     C.assert_same_training((before + after, C.all_weights(resumed)), reference_run, rtol=1e-5)
 
 
-# ---- memory ---------------------------------------------------------------------------------------
+# ---- memory --------------------------------------------------------------------------------------
 def deep_mlp(ff, width=256, depth=4):
     """Equal dense layers: sharded on 4 devices, a device holds a quarter of each and one
     whole at a time."""
@@ -234,6 +235,7 @@ def test_sharded_deep_layers_hold_less_and_the_allocator_sees_it(monkeypatch):
     grown = {}
     for label, configs in (("plain", lambda graph: strategy("sample", graph, 4)),
                            ("sharded", sharded("sample", 4))):
+        gc.collect()  # (earlier tests' garbage freed now would read as this run's shrinking)
         before = heap_in_use()
         ff, inputs = compiled("deep_mlp", ["-ll:gpu", "4", "--in-process"], configs)
         train_losses(ff, inputs, 2)
@@ -243,7 +245,7 @@ def test_sharded_deep_layers_hold_less_and_the_allocator_sees_it(monkeypatch):
     assert grown["plain"] - grown["sharded"] > 0.5 * 3 * weight_bytes, grown
 
 
-# ---- strategy files -------------------------------------------------------------------------------
+# ---- strategy files ------------------------------------------------------------------------------
 def _sharding_dense(ff):
     return {name: replace(config, shard_weights=name.startswith("Dense"))
             for name, config in ff.strategy.items()}

@@ -1,9 +1,9 @@
 """Delta simulation gives exactly the full simulation's result (rebuild + executor.fuse), on
 random proposal sequences over every test model, with every kind of split enabled, with and
 without recomputation and weight sharding among the proposals (and sharding with the
-collectives, whose buckets leave sharded boxes out); and a whole search with the delta simulation visits
-the same proposals, scores them the same and returns the same strategy as one that rebuilds
-every proposal."""
+collectives, whose buckets leave sharded boxes out); and a whole search with the delta
+simulation visits the same proposals, scores them the same and returns the same strategy as one
+that rebuilds every proposal."""
 
 import io
 import random
