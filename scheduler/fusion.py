@@ -1,13 +1,18 @@
 """Fusion ("few hops"), the one grouping the executor runs and the simulator schedules.
 
-Every task gets an epoch, the number of cross-device dependencies on its longest path; the tasks
-of one device with the same epoch run as one group, in graph order. A data-parallel iteration is
+Every task gets an epoch, the number of cross-device dependencies on its longest path, and a
+lane, its micro-batch where a layer gives its device several sample parts (a pipeline stage,
+`taskgraph.Partition.lane`); the tasks of one device with the same epoch and lane run as one
+group, in graph order. A stage then sends each micro-batch on as soon as it is done, and the next
+stage works on it while this one runs the next (GPipe's schedule: a stage's forwards in lane
+order, then its backwards; the last stage runs each micro-batch's forward and backward
+together). Without micro-batches every lane is 0. A data-parallel iteration is
 then: forward+backward on each device (epoch 0), each weight shard's gradient pieces to its
 owner and its update there (epoch 1; under the non-finite guard the owners exchange their
 sums' verdicts first, and update at epoch 2), the new shards to the other holders (the next
 epoch). One device is always a single group per phase.
 
-Groups run in the order of (epoch, device), every group after those it reads from. A group
+Groups run in the order of (epoch, device, lane), every group after those it reads from. A group
 *receives* the output of a group on another device the first time its device needs that output,
 and only waits for (*after*) one its device has already received, and for the group before it
 on its device. A task that awaits a collective (scheduler/collectives.py) depends on every
@@ -29,7 +34,7 @@ from typing import Iterable, Mapping, Sequence
 
 from .taskgraph import Task, TaskKey
 
-Place = tuple[int, int]  # (device, epoch): the group a task falls in
+Place = tuple[int, int, int]  # (device, epoch, lane): the group a task falls in
 LOAD = "load"  # the kind of the tasks that load an input tensor, which belong to no layer
 LAUNCHES = ("allreduce", "gather")  # the kinds of the tasks that launch a collective
 
@@ -60,11 +65,13 @@ class Group:
 Link = tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
 
-def place_of(device: int, deps: Iterable[TaskKey], places: Mapping[TaskKey, Place]
-             ) -> tuple[int, list[Place], list[Place]]:
-    """(epoch, the places on other devices it reads from, in order, and those of the
+def place_of(device: int, lane: int, deps: Iterable[TaskKey], places: Mapping[TaskKey, Place]
+             ) -> tuple[Place, list[Place], list[Place]]:
+    """(the place, the places on other devices it reads from, in order, and those of the
     collectives' launches it awaits, on every member's device, its own too) of a task on
-    `device` that depends on the tasks `deps`, placed at `places`."""
+    `device` in micro-batch `lane` (`Task.lane`) that depends on the tasks `deps`, placed at
+    `places`. Its lane is the highest of its own and those of the tasks on its device, in its
+    epoch, that it depends on: a group never waits for a later group of its device."""
     epoch, sources, launches = 0, [], []
     for dep in deps:
         source = places[dep]
@@ -79,7 +86,11 @@ def place_of(device: int, deps: Iterable[TaskKey], places: Mapping[TaskKey, Plac
             sources.append(source)
         if source[1] >= epoch:
             epoch = source[1] + 1
-    return epoch, sources, launches
+    for dep in deps:
+        source = places[dep]
+        if source[2] > lane and source[0] == device and source[1] == epoch:
+            lane = source[2]
+    return (device, epoch, lane), sources, launches
 
 
 def link(groups: Mapping[Place, tuple[TaskKey, Iterable[Place], Iterable[Place]]]
@@ -93,7 +104,7 @@ def link(groups: Mapping[Place, tuple[TaskKey, Iterable[Place], Iterable[Place]]
     waits for once (a device's own launch ended before the group before it on its device, so
     following it changes nothing). Each distinct tuple is resolved to indices once: a
     collective of n members is awaited by n groups."""
-    ordered = sorted(groups, key=itemgetter(1, 0))
+    ordered = sorted(groups, key=itemgetter(1, 0, 2))
     index = {g: i for i, g in enumerate(ordered)}
     received: dict[int, set[Place]] = defaultdict(set)  # device -> groups whose output it has
     previous: dict[int, int] = {}
@@ -113,8 +124,8 @@ def link(groups: Mapping[Place, tuple[TaskKey, Iterable[Place], Iterable[Place]]
         if device in previous:
             after.append(previous[device])
         here = previous[device] = index[g]
-        # named by its naming task's layer and kind, its device and its epoch
-        name = f"{first.layer}-{first.kind}-d{device}e{g[1]}"
+        # named by its naming task's layer and kind, its device, its epoch and its lane
+        name = f"{first.layer}-{first.kind}-d{device}e{g[1]}" + (f"l{g[2]}" if g[2] else "")
         follows = resolved.get(launches)
         if follows is None:
             follows = resolved[launches] = tuple(index[launch] for launch in launches)
@@ -125,16 +136,17 @@ def link(groups: Mapping[Place, tuple[TaskKey, Iterable[Place], Iterable[Place]]
 
 
 def fuse(tasks: Sequence[Task]) -> list[Group]:
-    """Group `tasks` (a topologically ordered subset of a TaskGraph) by (device, epoch), in
-    the order of (epoch, device): every group comes after those it receives from or follows."""
+    """Group `tasks` (a topologically ordered subset of a TaskGraph) by (device, epoch, lane),
+    in the order of (epoch, device, lane): every group comes after those it receives from or
+    follows."""
     place: dict[TaskKey, Place] = {}
     members: dict[Place, list[Task]] = defaultdict(list)
     reads: dict[Place, list[Place]] = defaultdict(list)
     awaited: dict[Place, list[Place]] = defaultdict(list)
     for task in tasks:
-        epoch, sources, launches = place_of(task.device, [d for d in task.deps if d in place],
-                                            place)
-        where = place[task.key] = (task.device, epoch)
+        where, sources, launches = place_of(task.device, task.lane,
+                                            [d for d in task.deps if d in place], place)
+        place[task.key] = where
         members[where].append(task)
         reads[where] += sources
         awaited[where] += launches

@@ -1,8 +1,8 @@
 """Predicts the iteration time of a strategy by simulating the task graph the executor runs.
 
-The executor (`executor.fuse`, `distributed.DaskExecutor`) runs the TaskGraph's (device, epoch)
-groups: each device's in order, in one Dask task per device (its program), a group's output for
-another device pushed to that device's worker. So the simulator schedules exactly those groups:
+The executor (`executor.fuse`, `distributed.DaskExecutor`) runs the TaskGraph's (device, epoch,
+lane) groups: each device's in order, in one Dask task per device (its program), a group's
+output for another device pushed to that device's worker. So the simulator schedules exactly those groups:
 
 * a group costs, for each of its tasks, the per-action overhead and the task's kernel time
   (measured or analytic, `costs.TaskCoster`), plus the per-task overhead on its device where
@@ -58,7 +58,7 @@ from typing import Iterable, Mapping, NamedTuple
 from ..ops.graph import Graph
 from . import actions as A
 from .costs import KernelCalls, TaskCoster
-from .fusion import LOAD, fuse, link, naming_key, place_of
+from .fusion import LOAD, Place, fuse, link, naming_key, place_of
 from .machine import MachineModel, Route
 from .memory import (MemoryModel, as_rows, iteration_memory, optimizer_state_copies,
                      weight_memory)
@@ -496,6 +496,7 @@ class _TaskRow(NamedTuple):
     key: TaskKey
     device: int
     deps: tuple[TaskKey, ...]
+    lane: int
     ms: float
     sent: float        # bytes to each device of `to`
     to: tuple[int, ...]
@@ -535,7 +536,7 @@ class _GroupPart:
     awaits: list = field(default_factory=list)    # collectives' keys
     follows: dict = field(default_factory=dict)   # places of their launches (an ordered set)
 
-    def share(self, place: tuple[int, int]) -> _Share:
+    def share(self, place: Place) -> _Share:
         return _Share(place, self.first, tuple(self.costs), tuple(self.sent.items()),
                       tuple(self.reads), self.feeds, tuple(self.early),
                       tuple(self.launches), tuple(self.awaits), tuple(self.follows))
@@ -547,16 +548,16 @@ class _Share:
     the segment's base. Compared and hashed by identity: whole groups are remembered by the
     shares they are made of (`Simulator._plans`)."""
 
-    place: tuple[int, int]
+    place: Place
     first: TaskKey
     costs: tuple[float, ...]
     sent: tuple[tuple[int, float], ...]   # (device, bytes)
-    reads: tuple[tuple[int, int], ...]
+    reads: tuple[Place, ...]
     feeds: float
     early: tuple[tuple[int, int, float], ...]
     launches: tuple[tuple[int, Launch], ...]
     awaits: tuple[str, ...]
-    follows: tuple[tuple[int, int], ...]  # places of the launches it awaits, as `reads`
+    follows: tuple[Place, ...]  # places of the launches it awaits, as `reads`
 
 
 @dataclass(frozen=True, slots=True)
@@ -570,20 +571,20 @@ class _Assembled:
     sent: dict[int, float]
     feeds: float                         # bytes of input batches' boxes it loads
     early: Mapping[int, list]            # `GroupPlan.early`
-    reads: Iterable[tuple[int, int]]     # places on other devices it reads from, in order
+    reads: Iterable[Place]     # places on other devices it reads from, in order
     launches: tuple[tuple[float, Launch], ...]  # `GroupPlan.launches`
     awaits: tuple[str, ...]
-    follows: Iterable[tuple[int, int]]   # places of the collectives' launches it awaits
+    follows: Iterable[Place]   # places of the collectives' launches it awaits
 
 
 @dataclass
 class _SegmentResult:
-    """A segment's share of the fused groups, for given inputs: the (device, epoch) of its
-    external dependencies relative to `base`, their lowest epoch (0 when it has tasks without
+    """A segment's share of the fused groups, for given inputs: the places (device, epoch,
+    lane) of its external dependencies relative to `base`, their lowest epoch (0 when it has tasks without
     dependencies; the result stays valid while they keep their devices and relative epochs),
     and which of its loads earlier segments already made."""
 
-    exports: dict[TaskKey, tuple[int, int]]  # key -> (device, epoch) other segments depend on
+    exports: dict[TaskKey, Place]  # key -> place other segments depend on
     shares: tuple[_Share, ...]
     memory: list  # rows of memory intervals (memory.as_rows)
 
@@ -618,7 +619,7 @@ class Simulator:
         self.memory_model = MemoryModel(graph, objective)
         self._records: dict[int, list] = {}  # id(segment) -> [segment, info, {inputs: result}]
         self._weights: dict[int, tuple] = {}  # id(weight holders) -> (memory, holders)
-        self._where: dict[str, tuple[int, int]] = {}
+        self._where: dict[str, Place] = {}
         self._assembled: dict[tuple, _Assembled] = {}  # [share, base, ...] -> whole group
         self._rows: dict[tuple, tuple] = {}  # (STRATEGY_FREE action, device) -> (a row,
         #                                      its intervals)
@@ -692,7 +693,7 @@ class Simulator:
         where, records = self._where, self._records
         made: set[TaskKey] = set()
         intervals = []  # each segment's rows of memory intervals
-        groups: dict[tuple[int, int], list] = {}  # place -> [share, its base, share, ...]
+        groups: dict[Place, list] = {}  # place -> [share, its base, share, ...]
         for segment in self.builder.segments(strategy):
             record = records.get(id(segment))  # segments are memoised: identity is content
             if record is None:
@@ -700,9 +701,9 @@ class Simulator:
                                                  {}]
             info, results = record[1], record[2]
             found = [where[k] for k in info.externals]
-            base = 0 if info.rooted or not found else min([e for _, e in found])
+            base = 0 if info.rooted or not found else min([e for _, e, _ in found])
             if base:
-                found = [(d, e - base) for d, e in found]
+                found = [(d, e - base, lane) for d, e, lane in found]
             inputs = (tuple(found), segment.loads & made if segment.loads else frozenset())
             result = results.get(inputs)
             if result is None:
@@ -712,15 +713,15 @@ class Simulator:
             if segment.loads:
                 made |= segment.loads
             if base:
-                for key, (device, epoch) in result.exports.items():
-                    where[key] = (device, epoch + base)
+                for key, (device, epoch, lane) in result.exports.items():
+                    where[key] = (device, epoch + base, lane)
             else:
                 where.update(result.exports)
             intervals += result.memory
             for share in result.shares:
                 place = share.place
                 if base:
-                    place = (place[0], place[1] + base)
+                    place = (place[0], place[1] + base, place[2])
                 members = groups.get(place)
                 if members is None:
                     groups[place] = [share, base]
@@ -732,7 +733,7 @@ class Simulator:
         memory = [w + p for w, p in zip(weights, peaks)]
         return self._finish(self._plans(groups), memory)
 
-    def _plans(self, groups: dict[tuple[int, int], list]) -> list[GroupPlan]:
+    def _plans(self, groups: dict[Place, list]) -> list[GroupPlan]:
         """Whole groups as the executor fuses them (`fusion.link`). A group is assembled from
         its segments' shares once, then remembered for as long as the same shares (which the
         key keeps alive) make it with the same bases: a proposal changes a few groups."""
@@ -776,8 +777,8 @@ class Simulator:
                 sent[device] = sent.get(device, 0) + nbytes
             for found, places in ((reads, share.reads), (follows, share.follows)):
                 if base:
-                    for device, epoch in places:
-                        found[(device, epoch + base)] = None
+                    for device, epoch, lane in places:
+                        found[(device, epoch + base, lane)] = None
                 else:
                     for place in places:
                         found[place] = None
@@ -823,7 +824,7 @@ class Simulator:
                     found = known[(t.action, t.device)] = self._task_row(t, forward_of,
                                                                         parts_of)
                 elif found[0].key != t.key or found[0].deps != t.deps:
-                    found = (_TaskRow(t.key, t.device, t.deps, *found[0][3:]), found[1])
+                    found = (_TaskRow(t.key, t.device, t.deps, t.lane, *found[0][4:]), found[1])
             else:
                 found = self._task_row(t, forward_of, parts_of)
             rows.append(found[0])
@@ -839,7 +840,7 @@ class Simulator:
         cost = self.coster.cost(t, forward_of)
         launches, awaits = [], []
         _note_collective(t.action, 0, cost.sent, launches, awaits)
-        return (_TaskRow(t.key, t.device, t.deps, cost.ms, cost.sent, cost.to,
+        return (_TaskRow(t.key, t.device, t.deps, t.lane, cost.ms, cost.sent, cost.to,
                          A.sent_early(t.action), isinstance(t.action, EXPORTED),
                          self._load_bytes(t.action), launches[0][1] if launches else None,
                          awaits[0] if awaits else None),
@@ -851,10 +852,10 @@ class Simulator:
         found, repeated = inputs
         places = dict(zip(info.externals, found))
         exports = {}
-        groups: dict[tuple[int, int], _GroupPart] = {}
+        groups: dict[Place, _GroupPart] = {}
         for row in info.rows:
-            epoch, sources, launches = place_of(row.device, row.deps, places)
-            place = places[row.key] = (row.device, epoch)
+            place, sources, launches = place_of(row.device, row.lane, row.deps, places)
+            places[row.key] = place
             if row.key in repeated:  # an earlier segment made this load; only its place counts
                 continue
             if row.exported:

@@ -115,6 +115,7 @@ class Task:
     action: A.Action
     deps: tuple[TaskKey, ...] = ()
     timed: bool = False  # records its time in the metrics (`actions.run_timed`)
+    lane: int = 0  # its micro-batch on its device (`Partition.lane`; fusion.place_of)
 
 
 @dataclass
@@ -142,11 +143,16 @@ class TaskGraph:
 
 @dataclass(frozen=True)
 class Partition:
-    """One partition of a layer: its forward action, device and forward task key."""
+    """One partition of a layer: its forward action, device and forward task key, and its
+    lane: how many of the layer's earlier partitions are on the same device. A device given
+    several sample parts of a layer runs them as micro-batches of a pipeline, each in a fused
+    group of its own (`fusion.place_of`), so that the next stage starts on the first while
+    this one runs the second."""
 
     action: A.Forward
     device: int
     key: TaskKey
+    lane: int = 0
 
 
 @dataclass(frozen=True)
@@ -172,10 +178,11 @@ class _Writer:
         self.sends = 0
         self.gathers: dict[tuple, dict[int, TaskKey]] = {}  # (phase, group) -> awaits
 
-    def add(self, key: TaskKey, device: int, phase: str, action: A.Action, deps=()) -> TaskKey:
+    def add(self, key: TaskKey, device: int, phase: str, action: A.Action, deps=(),
+            lane: int = 0) -> TaskKey:
         deps = tuple(deps) if len(deps) < 2 else tuple(dict.fromkeys(deps))
         timed = self.checks.kernel_times and A.kernel_of(action) is not None
-        self.tasks.append(Task(key, device, phase, action, deps, timed))
+        self.tasks.append(Task(key, device, phase, action, deps, timed, lane))
         return key
 
     def send(self, producer_key: TaskKey, source: int, action: A.Send, phase: str,
@@ -251,6 +258,7 @@ class TaskGraphBuilder:
         groups = reduction_groups(layer.op.reduction_dims, config.degrees)
         parts = []
         for p, (box, device) in enumerate(zip(config.boxes(out_shapes[0]), config.devices)):
+            lane = config.devices[:p].count(device)
             out_boxes = tuple(
                 Box(tuple(b if n == out_shapes[0][d] else (0, n)
                           for d, (b, n) in enumerate(zip(box.bounds, shape))))
@@ -261,7 +269,8 @@ class TaskGraphBuilder:
                                 for k in range(len(layer.weights)))
             action = A.Forward(index, p, out_boxes, in_boxes, weight_keys, groups[p],
                                config.recompute)
-            parts.append(Partition(action, device, TaskKey(layer.name, "forward", p, "forward")))
+            parts.append(Partition(action, device, TaskKey(layer.name, "forward", p, "forward"),
+                                   lane))
         return tuple(parts)
 
     def _values(self, strategy: Strategy, tensor: int) -> list[tuple[Box, int, TaskKey]]:
@@ -385,12 +394,12 @@ class TaskGraphBuilder:
                 deps += self._need_value(w, strategy, tensor, in_box, part.device)
             if part.action.group:
                 w.add(TaskKey(layer.name, "forward", p, "fpartial"), part.device, "forward",
-                      A.ForwardPartial(part.action), deps)
+                      A.ForwardPartial(part.action), deps, part.lane)
             pending.append(deps)
         for p, part in enumerate(parts):
             deps = pending[p] + _partials(w, layer, "forward", part.action.group, part.device,
                                           parts)
-            w.add(part.key, part.device, "forward", part.action, deps)
+            w.add(part.key, part.device, "forward", part.action, deps, part.lane)
         if uses:
             self._frees(w, layer, parts, "forward", uses, lambda p: parts[p].key)
         return w.segment(key)
@@ -507,7 +516,7 @@ class TaskGraphBuilder:
             grad_deps.append(deps)
             if part.action.group:
                 w.add(TaskKey(layer.name, "backward", p, "bpartial"), part.device, "backward",
-                      A.BackwardPartial(layer.index, p), deps)
+                      A.BackwardPartial(layer.index, p), deps, part.lane)
         for p, part in enumerate(parts):
             deps = grad_deps[p] + _partials(w, layer, "backward", part.action.group,
                                             part.device, parts)
@@ -515,7 +524,8 @@ class TaskGraphBuilder:
             # give it no other dependency, and its forward may wait on a message
             deps = deps or [part.key]
             w.add(TaskKey(layer.name, "backward", p, "backward"), part.device, "backward",
-                  A.Backward(layer.index, p, part.action.group, part.action.recompute), deps)
+                  A.Backward(layer.index, p, part.action.group, part.action.recompute), deps,
+                  part.lane)
         if uses:
             self._frees(w, layer, parts, "backward", uses,
                         lambda p: TaskKey(layer.name, "backward", p, "backward"))
