@@ -109,6 +109,8 @@ FLAGS = (
       "the search may recompute layers' forward in backward (ours)"),
     F(("--enable-weight-sharding",), "enable_weight_sharding", None, False,
       "the search may shard layers' weights over their holders between uses (ours)"),
+    F(("--enable-pipeline-parallel",), "enable_pipeline_parallel", None, False,
+      "the search may run stages of layers on their own devices in micro-batches (ours)"),
     F(("-ll:gpu",), "workers_per_node", _positive_int, 0, "devices per node"),
     F(("-ll:cpu",), "cpus_per_node", _non_negative_int, 0, "CPUs per node"),
     F(("-ll:fsize",), "device_memory_mb", _size_mb, 0, "MB of memory per GPU"),

@@ -8,7 +8,9 @@ anywhere (operator placement); with `--enable-recomputation`, recomputation or n
 (the simulator costs the second forward, and the memory it saves counts through the memory
 penalty); with `--enable-weight-sharding`, for a layer with trainable weights, sharded weights or
 not, at even odds (the simulator costs the gathers' messages, and the memory model the shards
-and the transient whole boxes). Picking the last layer proposes no change (FlexFlow's rule; the
+and the transient whole boxes); with `--enable-pipeline-parallel`, at even odds instead, the
+configuration of the layer before or after it, where that fits it (which moves a pipeline's
+stage boundary by a layer). Picking the last layer proposes no change (FlexFlow's rule; the
 loss reads its output whole per sample). A proposal slower than the current strategy by
 `delta` ms is accepted with probability exp(-alpha * delta); every budget/100 proposals the
 search returns to the best strategy so far. `budget + 1` proposals are scored, as in FlexFlow.
@@ -21,7 +23,9 @@ strategy if any, (when parameter parallelism is enabled, since it uses it) the "
 trick": data-parallel convolutions, dense layers split by output features over all devices,
 (when recomputation is enabled) data parallelism recomputing every layer, and (when weight
 sharding is enabled) data parallelism with every weighted layer's weights sharded (and every
-layer recomputed too, where recomputation is enabled).
+layer recomputed too, where recomputation is enabled), and (when pipelines are enabled)
+pipelines of 2 stages and more, each stage data parallel over its share of the devices, in 2, 4
+or 8 micro-batches (scheduler/pipelines.py).
 Random choices come from one `random.Random(seed)`, so a seed gives one result.
 """
 
@@ -39,6 +43,7 @@ from typing import Callable
 
 from ..ops.graph import Graph, Layer
 from ..ops.spec import DimKind
+from .pipelines import pipeline_candidates
 from .simulator import Simulation, Simulator
 from .strategy import ParallelConfig, Strategy, data_parallel_strategy
 
@@ -57,6 +62,8 @@ class SearchOptions:
     delta: bool = True  # delta simulation (False: rebuild every proposal, for comparison)
     enable_recomputation: bool = False  # proposals may recompute a layer's forward in backward
     enable_weight_sharding: bool = False  # proposals may shard a layer's weights (ZeRO-3)
+    enable_pipeline_parallel: bool = False  # pipelines among the candidates; proposals may
+    #                                         give a layer its neighbour's configuration
 
     def kinds(self) -> set[DimKind]:
         kinds = set()
@@ -87,6 +94,7 @@ class SearchSpace:
         self.kinds = options.kinds()
         self.recomputation = options.enable_recomputation
         self.sharding = options.enable_weight_sharding
+        self.pipelines = options.enable_pipeline_parallel
         self._degrees: dict[int, list[tuple[int, ...]]] = {}
 
     def degrees(self, layer: Layer) -> list[tuple[int, ...]]:
@@ -113,6 +121,25 @@ class SearchSpace:
                  and rng.random() < 0.5)
         return ParallelConfig(degrees, tuple(range(start, start + parts)), recompute, shard)
 
+    def neighbour_config(self, layer: Layer, current: Strategy, rng: random.Random
+                         ) -> ParallelConfig:
+        """The configuration of the layer before or after it in graph order, where it fits this
+        layer (same rank, degrees dividing its dims along dims it can split): what moves a
+        pipeline's stage boundary by one layer, or merges a layer into its neighbours' split.
+        Its own configuration where the neighbour's does not fit."""
+        layers = self.graph.layers
+        other = layers[min(max(layer.index + rng.choice((-1, 1)), 0), len(layers) - 1)]
+        config = current[other.name]
+        shape = self.graph.tensors[layer.outputs[0]].spec.shape
+        kinds = layer.op.dim_kinds(self.graph.in_specs(layer))
+        fits = len(config.degrees) == len(shape) and all(
+            n % d == 0 and (d == 1 or kind in self.kinds)
+            for n, d, kind in zip(shape, config.degrees, kinds))
+        if not fits:
+            return current[layer.name]
+        shard = config.shard_weights and any(w.trainable for w in layer.weights)
+        return replace(config, shard_weights=shard)
+
     def configs(self, layer: Layer) -> list[ParallelConfig]:
         """One configuration per degree tuple (on the first devices): what calibration times."""
         return [ParallelConfig(d, tuple(range(math.prod(d)))) for d in self.degrees(layer)]
@@ -137,10 +164,11 @@ def initial_candidates(graph: Graph, num_devices: int, options: SearchOptions,
                        imported: Strategy | None = None) -> dict[str, Strategy]:
     """The strategies the search starts from, by name: data parallelism, the imported strategy,
     when parameter parallelism is allowed the "one weird trick", when recomputation is
-    allowed data parallelism recomputing every layer, and when weight sharding is allowed data
+    allowed data parallelism recomputing every layer, when weight sharding is allowed data
     parallelism sharding every weighted layer's weights (and recomputing every layer, where
-    that is allowed too): what fits where data parallelism does not, if anything of this
-    shape does."""
+    that is allowed too), and when pipelines are allowed the pipelines of
+    `pipelines.pipeline_candidates`: what fits where data parallelism does not, if anything of
+    these shapes does."""
     candidates = {"data parallel": data_parallel_strategy(graph, num_devices)}
     if imported is not None:
         candidates["imported"] = dict(imported)
@@ -157,6 +185,8 @@ def initial_candidates(graph: Graph, num_devices: int, options: SearchOptions,
             name: replace(config, shard_weights=name in weighted,
                           recompute=options.enable_recomputation)
             for name, config in candidates["data parallel"].items()}
+    if options.enable_pipeline_parallel:
+        candidates.update(pipeline_candidates(graph, num_devices, options.enable_recomputation))
     return candidates
 
 
@@ -228,7 +258,9 @@ def _search(simulator: Simulator, options: SearchOptions, imported: Strategy | N
         if index != last:
             layer = graph.layers[index]
             proposal = dict(current)
-            proposal[layer.name] = space.random_config(layer, rng)
+            proposal[layer.name] = (space.neighbour_config(layer, current, rng)
+                                    if space.pipelines and rng.random() < 0.5
+                                    else space.random_config(layer, rng))
         rank = _rank(simulate(proposal))
         if iteration % 1000 == 0:
             print(f"iteration({iteration}) current_strategy({current_rank[1]:.4f}) "

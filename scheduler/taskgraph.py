@@ -25,6 +25,7 @@ The simulator and the executor both consume this one graph.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from itertools import product
 from typing import NamedTuple, Union
@@ -143,16 +144,19 @@ class TaskGraph:
 
 @dataclass(frozen=True)
 class Partition:
-    """One partition of a layer: its forward action, device and forward task key, and its
-    lane: how many of the layer's earlier partitions are on the same device. A device given
-    several sample parts of a layer runs them as micro-batches of a pipeline, each in a fused
-    group of its own (`fusion.place_of`), so that the next stage starts on the first while
-    this one runs the second."""
+    """One partition of a layer: its forward action, device and forward task key, and the
+    lanes of its forward and its backward. A device given several parts of a layer (m of them:
+    a pipeline stage's micro-batches, scheduler/pipelines.py) runs each in a fused group of its
+    own (`fusion.place_of`), so that the next stage starts on one micro-batch while this one
+    runs the next: the forward of its j-th part in lane j, the backward in lane m + j, so that
+    the stage runs every micro-batch's forward before the backwards (GPipe's schedule, whose
+    memory is the whole batch's, as the memory model counts it). Lane 0 for both otherwise."""
 
     action: A.Forward
     device: int
     key: TaskKey
     lane: int = 0
+    backward_lane: int = 0
 
 
 @dataclass(frozen=True)
@@ -177,6 +181,7 @@ class _Writer:
         self.loads: set[TaskKey] = set()
         self.sends = 0
         self.gathers: dict[tuple, dict[int, TaskKey]] = {}  # (phase, group) -> awaits
+        self.partial_sends: set[TaskKey] = set()  # a device's parts (micro-batches) share one
 
     def add(self, key: TaskKey, device: int, phase: str, action: A.Action, deps=(),
             lane: int = 0) -> TaskKey:
@@ -257,6 +262,7 @@ class TaskGraphBuilder:
         out_shapes = [self.graph.tensors[t].spec.shape for t in layer.outputs]
         groups = reduction_groups(layer.op.reduction_dims, config.degrees)
         parts = []
+        micro = max(Counter(config.devices).values())
         for p, (box, device) in enumerate(zip(config.boxes(out_shapes[0]), config.devices)):
             lane = config.devices[:p].count(device)
             out_boxes = tuple(
@@ -270,7 +276,7 @@ class TaskGraphBuilder:
             action = A.Forward(index, p, out_boxes, in_boxes, weight_keys, groups[p],
                                config.recompute)
             parts.append(Partition(action, device, TaskKey(layer.name, "forward", p, "forward"),
-                                   lane))
+                                   lane, lane + micro if micro > 1 else 0))
         return tuple(parts)
 
     def _values(self, strategy: Strategy, tensor: int) -> list[tuple[Box, int, TaskKey]]:
@@ -516,7 +522,7 @@ class TaskGraphBuilder:
             grad_deps.append(deps)
             if part.action.group:
                 w.add(TaskKey(layer.name, "backward", p, "bpartial"), part.device, "backward",
-                      A.BackwardPartial(layer.index, p), deps, part.lane)
+                      A.BackwardPartial(layer.index, p), deps, part.backward_lane)
         for p, part in enumerate(parts):
             deps = grad_deps[p] + _partials(w, layer, "backward", part.action.group,
                                             part.device, parts)
@@ -525,7 +531,7 @@ class TaskGraphBuilder:
             deps = deps or [part.key]
             w.add(TaskKey(layer.name, "backward", p, "backward"), part.device, "backward",
                   A.Backward(layer.index, p, part.action.group, part.action.recompute), deps,
-                  part.lane)
+                  part.backward_lane)
         if uses:
             self._frees(w, layer, parts, "backward", uses,
                         lambda p: TaskKey(layer.name, "backward", p, "backward"))
@@ -851,11 +857,15 @@ def _partials(w: _Writer, layer, phase: str, group: tuple[int, ...], device: int
     for q in group:
         source = parts[q].device
         key = TaskKey(layer.name, phase, q, f"{phase[0]}partial")
+        send = TaskKey(layer.name, phase, (q, device), "partialsend")
         if source == device:
             deps.append(key)
+        elif send in w.partial_sends:  # another part on `device` asked for it already
+            deps.append(send)
         else:
-            deps.append(w.add(TaskKey(layer.name, phase, (q, device), "partialsend"), source,
-                              phase, A.SendPartial(layer.index, phase, q, device), [key]))
+            w.partial_sends.add(send)
+            deps.append(w.add(send, source, phase, A.SendPartial(layer.index, phase, q, device),
+                              [key]))
     return deps
 
 
