@@ -1,20 +1,25 @@
 """Whether a pipeline's micro-batches overlap its stages in real runs: per-step wall time of a
 deep MLP trained on a local cluster of 2 single-threaded Dask workers (one a device), as a
-2-stage pipeline in 1, 2, 4 and 8 micro-batches, against data parallelism on the same workers
-and one device in this process.
+2-stage pipeline in 1, 2, 4 and 8 micro-batches, against data parallelism on the same workers,
+one device in this process, and each pipeline run serially in this process.
 
 The model (FFModel API): `--layers` dense layers of `--width` with ReLU, then a dense to
-`--classes` and a softmax, SGD, the sparse categorical cross-entropy, batch `--batch`; at the
-default sizes a whole step is about a third of a second on one core, so that one stage's work
-per micro-batch (tens of ms) dwarfs a message between the workers (a few ms,
-bench/hop_latency.py). The systems, all compiled once on one cluster:
+`--classes` and a softmax, SGD (learning rate 0.001), the sparse categorical cross-entropy,
+batch `--batch`; at the default sizes a whole step is about 0.25 s on one core, so that one
+stage's work per micro-batch (tens of ms) dwarfs a message between the workers (a few ms,
+bench/hop_latency.py). The systems, all compiled once, the cluster ones on one cluster:
 
-    one device        in this process, no flags (the losses' reference)
-    data parallel     the default strategy of `-ll:gpu 2` (gradients summed by all-reduces)
-    pipeline x1       scheduler/pipelines.py's 2 stages (balanced by flops), one per worker,
-                      the batch whole: operator placement, the stages one after the other
-    pipeline xM       the same stages in M micro-batches (GPipe's schedule): stage 2 runs
-                      micro-batch j while stage 1 runs micro-batch j+1
+    one device          in this process, no flags (the losses' reference)
+    data parallel       the default strategy of `-ll:gpu 2` on the workers (gradients summed
+                        by all-reduces)
+    pipeline x1         scheduler/pipelines.py's 2 stages (balanced by flops), one per worker,
+                        the batch whole: operator placement, the stages one after the other
+    pipeline xM         the same stages in M micro-batches (GPipe's schedule): stage 2 runs
+                        micro-batch j while stage 1 runs micro-batch j+1
+    pipeline xM serial  the same strategy on 2 devices in this process (`--in-process`),
+                        which runs all of both devices' work one task after another: the work
+                        the pipeline's schedule has to overlap, micro-batching's own costs
+                        included, without messages
 
 Each system trains `--warmup` steps, then `--rounds` rounds in which every system trains
 `--steps` steps (`ff.train_step()`, each timed on its own), the systems' order rotated each
@@ -22,9 +27,11 @@ round so that a slow spell of the shared host falls on all of them. Step i feeds
 the same batch (one of a few synthetic batches from a fixed seed), so every system's measured
 losses must be the one device's within 1e-5 relative; the worst gap is printed. Reported per
 system: the median step time over all rounds and its speed-up against the pipeline in 1
-micro-batch and against data parallelism (above 1: faster), and per round each system's median
-with the host's load and CPU steal (bench/host_load.py). The cluster's workers keep no copies
-for recovery (`--recovery-interval 0`), so that no measured step pays for one.
+micro-batch and against data parallelism (above 1: faster); for a pipeline on the workers its
+overlap, its serial run's median over its own (1: the stages ran one after the other), beside
+the ideal 2M/(M+1) of 2 equal stages with free messages; and per round each system's median
+with the host's load and CPU steal (bench/host_load.py). The workers keep no copies for
+recovery (`--recovery-interval 0`), so that no measured step pays for one.
 
 Run with one BLAS thread in this process too (the workers are given one), so that the one-device
 figure is one core's:
@@ -40,6 +47,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -53,13 +61,18 @@ from host_load import StealMeter, describe  # noqa: E402
 from local_cluster import local_cluster  # noqa: E402
 
 from flexflow.core import (ActiMode, DataType, FFConfig, FFModel, LossType,  # noqa: E402
-                           SGDOptimizer)
+                           SGDOptimizer, Tensor)
 from flexflow.scheduler import cluster as cluster_module  # noqa: E402
 from flexflow.scheduler.pipelines import pipeline_strategy  # noqa: E402
 
 LOSS_TOLERANCE = 1e-5  # relative, against the one device's losses
+# small enough that float32 rounding (sums in another order) stays far under LOSS_TOLERANCE for
+# tens of steps: at 0.01 it grows to 3e-5 by step 14 at the default sizes, at 0.001 to 5e-7
+# by step 20, the loss still falling
+LEARNING_RATE = 0.001
 DISTINCT_BATCHES = 4  # step i feeds batch i % DISTINCT_BATCHES
 REFERENCE, DATA_PARALLEL, PLACEMENT = "one device", "data parallel", "pipeline x1"
+SERIAL = " serial"  # the suffix of a pipeline run in this process
 
 
 @dataclass(frozen=True)
@@ -72,7 +85,7 @@ class Size:
     layers: int
     classes: int
 
-    def build(self, ff: FFModel):
+    def build(self, ff: FFModel) -> Tensor:
         """The model in `ff`; returns its input tensor."""
         x = ff.create_tensor([self.batch, self.features], DataType.DT_FLOAT)
         t = x
@@ -86,7 +99,7 @@ class Size:
 class Trained:
     """A compiled system, its input tensor, and the losses and seconds of its measured steps."""
     ff: FFModel
-    x: object
+    x: Tensor
     losses: list[float]
     seconds: list[float]
 
@@ -108,22 +121,30 @@ def compiled(size: Size, argv: list[str], strategy: Callable | None) -> Trained:
     """The MLP compiled with `argv` under `strategy(graph)` (None: the default strategy)."""
     ff = FFModel(FFConfig(argv=argv, batch_size=size.batch))
     x = size.build(ff)
-    ff.compile(optimizer=SGDOptimizer(ff, lr=0.01),
+    ff.compile(optimizer=SGDOptimizer(ff, lr=LEARNING_RATE),
                loss_type=LossType.LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
                strategy=None if strategy is None else strategy(ff.graph))
     return Trained(ff, x, [], [])
 
 
 def systems(size: Size, address: str, micro: list[int]) -> dict[str, Trained]:
-    """Every system, compiled: one device in this process, and on the 2 workers at `address`
-    data parallelism and the 2-stage pipeline in 1 and each of `micro` micro-batches."""
+    """Every system, compiled: one device in this process; on the 2 workers at `address` data
+    parallelism and the 2-stage pipeline in 1 and each of `micro` micro-batches; and each such
+    pipeline on 2 devices in this process, which runs their work one after the other."""
     cluster = ["--scheduler", address, "-ll:gpu", "2", "--recovery-interval", "0"]
     found = {REFERENCE: compiled(size, [], None),
              DATA_PARALLEL: compiled(size, cluster, None)}
     for m in [1, *micro]:
-        found[f"pipeline x{m}"] = compiled(
-            size, cluster, lambda graph, m=m: pipeline_strategy(graph, 2, 2, m))
+        stages = partial(_two_stages, micro=m)
+        found[f"pipeline x{m}"] = compiled(size, cluster, stages)
+        found[f"pipeline x{m}{SERIAL}"] = compiled(size, ["-ll:gpu", "2", "--in-process"],
+                                                   stages)
     return found
+
+
+def _two_stages(graph, micro: int) -> dict:
+    """The 2-stage pipeline on 2 devices in `micro` micro-batches."""
+    return pipeline_strategy(graph, 2, 2, micro)
 
 
 def train(system: Trained, data: list, first: int, steps: int, measured: bool) -> None:
@@ -140,8 +161,8 @@ def train(system: Trained, data: list, first: int, steps: int, measured: bool) -
             system.losses.append(loss)
 
 
-def rounds(found: dict[str, Trained], data: list, rounds: int, steps: int, warmup: int,
-           report: Callable[[str], None]) -> None:
+def timed_rounds(found: dict[str, Trained], data: list, rounds: int, steps: int,
+                 warmup: int, report: Callable[[str], None]) -> None:
     """`warmup` unmeasured steps of every system, then `rounds` rounds of `steps` measured
     steps of each, the order rotated by one each round; after each round `report` gets a
     line of each system's median ms in it and the host's load and steal."""
@@ -159,7 +180,7 @@ def rounds(found: dict[str, Trained], data: list, rounds: int, steps: int, warmu
         report(f"round {r + 1}: ms per step {medians} ({describe(steal.read())})")
 
 
-def measure(size: Size, rounds_: int, steps: int, warmup: int, micro: list[int],
+def measure(size: Size, rounds: int, steps: int, warmup: int, micro: list[int],
             report: Callable[[str], None] = print) -> dict[str, Trained]:
     """Every system trained and timed on a fresh 2-worker cluster (see the module's
     docstring)."""
@@ -168,7 +189,7 @@ def measure(size: Size, rounds_: int, steps: int, warmup: int, micro: list[int],
         try:
             found = systems(size, address, micro)
             try:
-                rounds(found, batches(size), rounds_, steps, warmup, report)
+                timed_rounds(found, batches(size), rounds, steps, warmup, report)
             finally:
                 for system in found.values():
                     system.ff.compiled.executor.close()
@@ -186,14 +207,21 @@ def worst_loss_gap(found: dict[str, Trained]) -> dict[str, float]:
 
 def summary(found: dict[str, Trained]) -> list[str]:
     """The report's table: per system its median ms per step, the speed-ups against the
-    pipeline in 1 micro-batch and against data parallelism, and the worst loss gap."""
+    pipeline in 1 micro-batch and against data parallelism, for a pipeline on the workers its
+    overlap (its serial run's median over its own) beside the ideal, and the worst loss gap."""
     median = {name: 1e3 * statistics.median(s.seconds) for name, s in found.items()}
     gaps = worst_loss_gap(found)
-    lines = [f"{'system':<16}{'median ms':>10}{'vs x1':>8}{'vs DP':>8}  steps  worst loss gap"]
+    lines = [f"{'system':<22}{'median ms':>10}{'vs x1':>8}{'vs DP':>8}{'overlap':>9}"
+             f"{'ideal':>7}{'steps':>7}  worst loss gap"]
     for name, ms in median.items():
-        lines.append(f"{name:<16}{ms:>10.1f}{median[PLACEMENT] / ms:>7.2f}x"
-                     f"{median[DATA_PARALLEL] / ms:>7.2f}x  {len(found[name].seconds):>5}"
-                     f"  {gaps[name]:.1e}")
+        overlap = ideal = ""
+        if name.startswith("pipeline") and not name.endswith(SERIAL):
+            micro = int(name.split("x")[-1])
+            overlap = f"{median[name + SERIAL] / ms:.2f}x"
+            ideal = f"{2 * micro / (micro + 1):.2f}x"
+        lines.append(f"{name:<22}{ms:>10.1f}{median[PLACEMENT] / ms:>7.2f}x"
+                     f"{median[DATA_PARALLEL] / ms:>7.2f}x{overlap:>9}{ideal:>7}"
+                     f"{len(found[name].seconds):>7}  {gaps[name]:.1e}")
     worst = max(gaps.values())
     verdict = "within" if worst <= LOSS_TOLERANCE else "NOT within"
     lines.append(f"losses: every system's measured losses are {verdict} {LOSS_TOLERANCE:g} "
