@@ -222,10 +222,7 @@ class Backward(Action):
         for key, dw in zip(fwd.weight_keys, dws):
             if dw is None:
                 continue
-            if key in store.weight_grads:
-                store.weight_grads[key] = store.weight_grads[key] + dw
-            else:
-                store.weight_grads[key] = dw
+            store.add_weight_grad(key, dw)
 
 
 @dataclass(frozen=True)

@@ -295,7 +295,7 @@ def start_iteration(store: DeviceStore, clear_iteration: bool, zero_gradients: b
     if clear_iteration:
         store.clear_iteration()
     if zero_gradients:
-        store.weight_grads.clear()
+        store.clear_weight_grads()
 
 
 # ---- functions of a store, run where the store lives ------------------------------------------

@@ -23,6 +23,7 @@ class DeviceStore:
     xp: Any
     weights: dict[WeightKey, Any] = field(default_factory=dict)
     weight_grads: dict[WeightKey, Any] = field(default_factory=dict)
+    summed_wgrads: set[WeightKey] = field(default_factory=set)  # whose array a sum made here
     opt_state: dict[WeightKey, Any] = field(default_factory=dict)  # of the shard it updates
     # a sharded box (`ParallelConfig.shard_weights`): this device's own shard, (its box, its
     # array), kept between uses in place of the whole box, which `weights` holds only while
@@ -53,6 +54,25 @@ class DeviceStore:
         """Bytes allocated now beyond `baseline` (scheduler/memory_use.py), or None."""
         now = allocated_bytes(self.xp)
         return None if now is None or self.baseline is None else now - self.baseline
+
+    def add_weight_grad(self, key: WeightKey, dw) -> None:
+        """Add a partition's gradient of a weight box to the box's gradient. The first is kept
+        as its kernel made it; the second is added into a new array this store then owns, and
+        every later one (a pipeline stage's micro-batches: one a part) into that array in
+        place, so that m parts make two arrays, not m (the same additions in the same
+        order)."""
+        total = self.weight_grads.get(key)
+        if total is None:
+            self.weight_grads[key] = dw
+        elif key in self.summed_wgrads:
+            total += dw
+        else:
+            self.weight_grads[key] = total + dw
+            self.summed_wgrads.add(key)
+
+    def clear_weight_grads(self) -> None:
+        self.weight_grads.clear()
+        self.summed_wgrads.clear()
 
     def clear_iteration(self) -> None:
         self.values.clear()

@@ -177,3 +177,25 @@ def test_stages_are_contiguous_and_balanced_by_work():
     assert stage_of_layers([1, 1, 1, 1], 2) == [0, 0, 1, 1]
     assert stage_of_layers([6, 1, 1, 1, 1], 2) == [0, 1, 1, 1, 1]
     assert stage_of_layers([1, 1, 1, 1, 1, 1, 1, 1], 4) == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_a_devices_micro_batch_gradients_are_summed_into_one_array_of_its_own():
+    """The first part's gradient is kept as made; the second is added into a new array, and
+    every later one into that array in place (m parts: two arrays, not m)."""
+    from flexflow.scheduler.store import DeviceStore
+    store = DeviceStore(0, np)
+    key = (0, 0, None)
+    parts = [np.full(3, float(j + 1), np.float32) for j in range(4)]
+    store.add_weight_grad(key, parts[0])
+    assert store.weight_grads[key] is parts[0]
+    store.add_weight_grad(key, parts[1])
+    total = store.weight_grads[key]
+    assert total is not parts[0] and total is not parts[1]
+    for part in parts[2:]:
+        store.add_weight_grad(key, part)
+        assert store.weight_grads[key] is total
+    np.testing.assert_array_equal(total, [10, 10, 10])
+    np.testing.assert_array_equal(parts[0], [1, 1, 1])
+    store.clear_weight_grads()
+    store.add_weight_grad(key, parts[3])
+    assert store.weight_grads[key] is parts[3]
