@@ -61,3 +61,23 @@ def test_the_hand_made_baselines_are_fsdp_and_tensor_parallelism_in_a_node(monke
     assert by_type["Embedding"] == (2, 1, 2)
     assert by_type["MultiHeadAttention"] == (2, 2, 1)  # positions inside a node
     assert all(c.devices == (0, 1, 2, 3) for c in tensor.values())
+
+
+def test_the_hand_made_baselines_include_the_pipelines_and_their_recomputed_forms(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import dnn
+    import gpt2_baselines
+
+    from flexflow.scheduler.pipelines import micro_batches
+    from flexflow.scheduler.strategy import validate
+    graph, _ = dnn.graph_of(dnn.transformer_lm, 64)
+    baselines = gpt2_baselines.hand_made(graph)
+    for name, strategy in baselines.items():
+        validate(graph, strategy, 16)
+        assert all(c.recompute == ("recomputation" in name or "recomputed" in name)
+                   for c in strategy.values()), name
+    for micro in (2, 4, 8):
+        pipeline = baselines[f"pipeline across nodes, {micro} micro-batches"]
+        assert {micro_batches(c) for c in pipeline.values()} == {micro}
+        stages = [c.devices[:4] for c in pipeline.values()]
+        assert stages == sorted(stages) and {s[0] for s in stages} == {0, 4, 8, 12}
