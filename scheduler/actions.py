@@ -23,6 +23,7 @@ from . import gathered
 from . import messages as M
 from .device_values import NONFINITE_GRADIENT, Verdict
 from .feeds import Piece
+from .shards import shards
 from .store import DeviceStore, WeightKey
 
 @dataclass(frozen=True)
@@ -330,6 +331,8 @@ class Update(Action):
     check_finite: bool = False
     incoming: int = 0  # gradient pieces other holders send in, added to this device's slice
     verdicts: int = 0  # shards whose CheckShard verdict it waits for (0: it sums and tests)
+    tests_whole: bool = False  # a sharded box's all-reduced gradient: its owners all test the
+    #                            whole (the same everywhere), so they all decide alike
 
     def run(self, store, ctx, out):
         skip = None  # (the device's verdict, where the vendor kernels make one)
@@ -339,19 +342,22 @@ class Update(Action):
                 return
         else:
             grad = _shard_gradient(store, self.key, self.shard)
+            tested = store.weight_grads.get(self.key) if self.tests_whole else grad
             if grad is not None and self.check_finite:
-                skip = nonfinite_flag(store.xp, grad)
+                skip = nonfinite_flag(store.xp, tested)
                 if skip is not None:
                     out.setdefault("metrics", []).append(Verdict(self.key, skip))
-                elif not all_finite(store.xp, grad):
+                elif not all_finite(store.xp, tested):
                     _report_nonfinite(out, self.key)
                     return
         if grad is None:
             return
         weight = store.weight_part(self.key, self.shard)
         # the vendor kernels update contiguous memory only: a shard cut along a later dim is
-        # updated in a contiguous copy, then written back
+        # updated in a contiguous copy, then written back, from a contiguous gradient (a slice
+        # of an all-reduced whole one is not)
         updated = weight if weight.flags.c_contiguous else store.xp.ascontiguousarray(weight)
+        grad = grad if grad.flags.c_contiguous else store.xp.ascontiguousarray(grad)
         if self.key not in store.opt_state:
             store.opt_state[self.key] = ctx.iteration.optimizer.init_state(store.xp, updated)
         ctx.iteration.optimizer.update(store.xp, updated, grad, store.opt_state[self.key],
@@ -436,27 +442,65 @@ class SendShard(Action):
 
 
 @dataclass(frozen=True)
+class ShareShard(Action):
+    """Launches the all-gather, over a sharded weight box's `holders` (owner first), of this
+    device's shard of it for the layer's `phase`: flat, padded to the largest shard (the
+    collective gathers arrays of one shape). The collectives' way of doing what `SendShard`
+    does one shard and one message at a time; `GatherWeight` assembles the result."""
+
+    key: WeightKey
+    phase: str
+    holders: tuple[int, ...]
+
+    def run(self, store, ctx, out):
+        cut = shards(self.key[2], self.holders, None)
+        flat = store.xp.zeros(max(shard.box.volume for shard in cut), "float32")
+        own = store.shards.get(self.key)
+        if own is not None:
+            flat[:own[0].volume] = own[1].reshape(-1)
+        store.communicator.launch(shard_key(self.key, self.phase), flat, self.holders,
+                                  gather=True, partials=True)
+
+
+def shard_key(key: WeightKey, phase: str) -> str:
+    """The all-gather of a sharded box's shards before its layer's `phase`."""
+    return f"shards-{key[0]}.{key[1]}.{key[2].bounds}-{phase}"
+
+
+@dataclass(frozen=True)
 class GatherWeight(Action):
     """Makes the whole of a sharded weight box on this holder for the layer's `phase`: the
-    shards the other owners sent (`SendShard`), and this device's own; before a backward it is
-    put back where the layer's forwards here (`parts`) kept it (`gathered.attach`)."""
+    shards the other owners sent (`SendShard`), and this device's own, or with `holders`
+    every holder's from their all-gather (`ShareShard`); before a backward it is put back
+    where the layer's forwards here (`parts`) kept it (`gathered.attach`)."""
 
     key: WeightKey
     phase: str
     layer: int
     parts: tuple[int, ...]
+    holders: tuple[int, ...] = ()
 
     def run(self, store, ctx, out):
-        whole = store.gathering.pop((self.key, self.phase), None)
+        whole = (self._all_gathered(store) if self.holders
+                 else store.gathering.pop((self.key, self.phase), None))
         if whole is None:  # (no other owner: a box of one shard, this device's)
             whole = store.xp.empty(self.key[2].shape, "float32")
         own = store.shards.get(self.key)
-        if own is not None:
+        if own is not None and not self.holders:
             whole[own[0].relative_to(self.key[2])] = own[1]
         store.weights[self.key] = whole
         if self.phase == "backward":
             _rewrite_kept(store, self.layer, self.parts,
                           lambda kept: gathered.attach(kept, self.key, whole, store.xp))
+
+    def _all_gathered(self, store):
+        """The whole box from its holders' padded flat shards, in holder order."""
+        whole = store.xp.empty(self.key[2].shape, "float32")
+        flats = store.communicator.result(shard_key(self.key, self.phase))
+        for shard, flat in zip(shards(self.key[2], self.holders, None), flats):
+            whole[shard.box.relative_to(self.key[2])] = flat[:shard.box.volume].reshape(
+                shard.box.shape)
+        return whole
 
 
 @dataclass(frozen=True)

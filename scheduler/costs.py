@@ -218,7 +218,11 @@ class TaskCoster:
             return TaskCost(ms, nbytes, (action.dst,) if kind is A.SendPartial else ())
         if kind is A.SendWeightGrad or kind is A.SendWeight or kind is A.SendShard:
             return TaskCost(ms, action.shard.volume * 4, (action.dst,))
-        if kind is A.GatherWeight:  # its own shard copied into the whole box
+        if kind is A.ShareShard:  # its shard copied into a padded flat array, whose bytes it
+            #                       shares (no message)
+            nbytes = 4 * max(s.box.volume for s in shards(action.key[2], action.holders, None))
+            return TaskCost(ms + machine.copy_time(device, nbytes), nbytes)
+        if kind is A.GatherWeight:  # its own shard (or every one) copied into the whole box
             return TaskCost(ms + machine.copy_time(device, action.key[2].volume * 4))
         if kind is A.AllReduce:  # its gradients copied into one bucket, whose bytes it sums
             nbytes = 4 * sum(k[2].volume for k in action.keys)

@@ -34,7 +34,8 @@ from typing import Any, Mapping
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 from . import process_groups
-from .actions import AllReduce, Context, IterationState, Load, SharePartial, sent_early
+from .actions import (AllReduce, Context, IterationState, Load, SharePartial, ShareShard,
+                      sent_early)
 from .allocator import keep_freed_memory
 from .cluster import (FAILED, alive, array_module, check_alive, run_on, watched_gather,
                       watched_scatter, watched_wait)
@@ -153,13 +154,15 @@ async def _time_amid_work(model_id: str, workers: list[str], make_work, runs: in
 
 def collective_groups(taskgraph: TaskGraph) -> set[process_groups.Group]:
     """The process groups the task graph's collectives run on: buckets' sums, and partials'
-    collectives on groups of their own."""
+    collectives and sharded weights' all-gathers on groups of their own."""
     found = set()
     for task in taskgraph.tasks:
         if isinstance(task.action, AllReduce):
             found.add((task.action.devices, False))
         elif isinstance(task.action, SharePartial):
             found.add((task.action.members, True))
+        elif isinstance(task.action, ShareShard):
+            found.add((task.action.holders, True))
     return found
 
 

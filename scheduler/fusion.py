@@ -36,7 +36,8 @@ from .taskgraph import Task, TaskKey
 
 Place = tuple[int, int, int]  # (device, epoch, lane): the group a task falls in
 LOAD = "load"  # the kind of the tasks that load an input tensor, which belong to no layer
-LAUNCHES = ("allreduce", "gather")  # the kinds of the tasks that launch a collective
+LAUNCHES = ("allreduce", "gather", "shareshard")  # the kinds of the tasks that launch a
+#                                                   collective
 
 
 def naming_key(first: TaskKey, key: TaskKey) -> TaskKey:

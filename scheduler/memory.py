@@ -38,7 +38,7 @@ import numpy
 from ..ops.base import Kept
 from ..ops.graph import Graph
 from . import actions as A
-from .shards import shards
+from .shards import MAX_SHARDED_HOLDERS, shards
 from .taskgraph import Objective, Partition, Task
 
 Interval = tuple[int, int, int, int]  # (device, first position, last position, bytes)
@@ -214,11 +214,12 @@ class MemoryModel:
                     forward, t.device, t.key)
         return [interval for t in tasks for interval in self.task(t, parts.__getitem__)]
 
-    def gradient_intervals(self, weight_devices: dict,
-                           replicated: frozenset = frozenset()) -> list[Interval]:
+    def gradient_intervals(self, weight_devices: dict, replicated: frozenset = frozenset(),
+                           bucketed: frozenset = frozenset()) -> list[Interval]:
         """Each holder's gradient of each trainable weight box, from its owner layer's backward
         to the end of the iteration (they are zeroed when the next step starts); the pieces of
-        a sharded box's gradient its shards' owners receive, at its owner's backward."""
+        a sharded box's gradient its shards' owners receive, at its owner's backward (none
+        for a box whose gradient is all-reduced: `replicated`, or sharded and `bucketed`)."""
         if not self.training:
             return []
         trained = [(wkey, holders) for wkey, holders in weight_devices.items()
@@ -228,7 +229,7 @@ class MemoryModel:
             at, nbytes = self.backward_at(wkey[0]), wkey[2].volume * 4
             made += [(d, at, self.end, nbytes) for d in holders]
         for wkey, holders in trained:  # a shard's pieces from the other holders, at its update
-            if wkey not in replicated and len(holders) > 1:
+            if wkey not in replicated and wkey not in bucketed and len(holders) > 1:
                 at = self.backward_at(wkey[0])
                 made += [(shard.owner, at, at, shard.box.volume * 4 * (len(holders) - 1))
                          for shard in shards(wkey[2], holders)]
@@ -245,10 +246,11 @@ def iteration_memory(model: MemoryModel, taskgraph, num_devices: int,
     the weights and optimizer state, plus the peak of the intervals."""
     memory = weight_memory(model.graph, taskgraph.weight_devices, num_devices, state_copies,
                            model.training, taskgraph.replicated, gradients=False,
-                           sharded=taskgraph.sharded)
+                           sharded=taskgraph.sharded, bucketed=taskgraph.bucketed_shards)
     peaks = model.peak([as_rows(model.intervals(taskgraph.tasks)),
                         as_rows(model.gradient_intervals(taskgraph.weight_devices,
-                                                         taskgraph.replicated))],
+                                                         taskgraph.replicated,
+                                                         taskgraph.bucketed_shards))],
                        num_devices)
     return [w + p for w, p in zip(memory, peaks)]
 
@@ -274,31 +276,37 @@ def peak(rows: list[numpy.ndarray], num_devices: int, positions: int) -> list[in
 
 def weight_memory(graph: Graph, weight_devices: dict, num_devices: int, state_copies: int,
                   training: bool, replicated: frozenset = frozenset(),
-                  gradients: bool = True, sharded: frozenset = frozenset()) -> list[int]:
+                  gradients: bool = True, sharded: frozenset = frozenset(),
+                  bucketed: frozenset = frozenset()) -> list[int]:
     """Weights on every holder (with their gradients in training), a `sharded` box's as
     each shard on its owner; on each shard's owner (`shards.py`), the shard's optimizer state
     and the pieces of its gradient the other holders send in; on every holder of a
     `replicated` box (all-reduced), its optimizer state and its copy in the bucket that is
-    summed. Without `gradients`, the gradients and the pieces sent in are left to
-    `MemoryModel.gradient_intervals`, which places them in the iteration."""
+    summed. A `bucketed` box (sharded, its shards gathered and its gradient summed by the
+    collectives: `TaskGraph.bucketed_shards`) is cut over all its holders, and its gradient's
+    bucket copy is on each of them instead of the pieces. Without `gradients`, the gradients
+    and the pieces sent in are left to `MemoryModel.gradient_intervals`, which places them in
+    the iteration."""
     memory = [0] * num_devices
     for wkey, holders in weight_devices.items():
         nbytes = wkey[2].volume * 4
         trainable = training and graph.layers[wkey[0]].weights[wkey[1]].trainable
         whole = wkey not in sharded
+        cut = shards(wkey[2], holders, None if wkey in bucketed else MAX_SHARDED_HOLDERS)
         for d in holders:
             memory[d] += nbytes * ((1 if whole else 0) + (1 if trainable and gradients else 0))
         if not whole:
-            for shard in shards(wkey[2], holders):
+            for shard in cut:
                 memory[shard.owner] += shard.box.volume * 4
         if not trainable:
             continue
-        if wkey in replicated:
+        if wkey in replicated or wkey in bucketed:
             for d in holders:
-                memory[d] += nbytes * (state_copies + 1)
-            continue
-        for shard in shards(wkey[2], holders):
-            pieces = len(holders) - 1 if gradients else 0
+                memory[d] += nbytes * (1 if wkey in bucketed else state_copies + 1)
+            if wkey in replicated:
+                continue
+        for shard in cut:
+            pieces = len(holders) - 1 if gradients and wkey not in bucketed else 0
             memory[shard.owner] += shard.box.volume * 4 * (state_copies + pieces)
     return memory
 

@@ -32,14 +32,15 @@ class Shard:
     owner: int
 
 
-def shards(box: Box, holders: Sequence[int]) -> tuple[Shard, ...]:
+def shards(box: Box, holders: Sequence[int], most: int | None = MAX_SHARDED_HOLDERS
+           ) -> tuple[Shard, ...]:
     """The shards of a box held by `holders` (its owner first): shard j on `holders[j]`, cut
     along the first dim at least as long as the number of holders, the lengths differing by at
-    most one. A box held once, by more than MAX_SHARDED_HOLDERS, or with no dim that long, is
-    one shard on its owner."""
+    most one. A box held once, by more than `most` holders (None: no limit; collectives gather
+    and sum the shards of any number), or with no dim that long, is one shard on its owner."""
     k = len(holders)
     dim = (next((d for d, n in enumerate(box.shape) if n >= k), None)
-           if 1 < k <= MAX_SHARDED_HOLDERS else None)
+           if 1 < k and (most is None or k <= most) else None)
     if dim is None:
         return (Shard(box, holders[0]),)
     start, length = box.bounds[dim][0], box.shape[dim]

@@ -795,12 +795,13 @@ class Simulator:
         if found is None:
             if len(self._weights) > len(self._records) + 1000:
                 self._weights.clear()
+            replicated, bucketed = (self.builder.replicated(strategy),
+                                    self.builder.bucketed(strategy))
             found = self._weights[id(holders)] = (weight_memory(
                 self.graph, holders, self.num_devices, self.state_copies,
-                self.objective is not None, self.builder.replicated(strategy), False,
-                self.builder.sharded(strategy)),
-                as_rows(self.memory_model.gradient_intervals(
-                    holders, self.builder.replicated(strategy))), holders)
+                self.objective is not None, replicated, False, self.builder.sharded(strategy),
+                bucketed), as_rows(self.memory_model.gradient_intervals(
+                    holders, replicated, bucketed)), holders)
         return found[0], found[1]
 
     def _segment_info(self, segment, strategy: Strategy) -> _SegmentInfo:
@@ -899,6 +900,11 @@ def _note_collective(action: A.Action, index: int, nbytes: float, launches: list
     elif kind is A.SharePartial:
         launches.append((index, Launch(A.partials_key(action.layer, action.phase, action.parts),
                                        nbytes, action.members, not action.summed, True)))
+    elif kind is A.ShareShard:
+        launches.append((index, Launch(A.shard_key(action.key, action.phase), nbytes,
+                                       action.holders, True, True)))
+    elif kind is A.GatherWeight and action.holders:
+        awaits.append(A.shard_key(action.key, action.phase))
     elif kind is A.AwaitReduced:
         awaits.append(action.bucket)
     elif kind is A.AwaitPartials:

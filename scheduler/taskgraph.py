@@ -34,7 +34,7 @@ from ..ops.box import Box
 from ..ops.graph import Graph
 from . import actions as A
 from .collectives import BUCKET_BYTES, FIRST_BUCKET_BYTES
-from .shards import Shard, shards
+from .shards import MAX_SHARDED_HOLDERS, Shard, shards
 from .store import WeightKey
 from .strategy import ParallelConfig, Strategy, StrategyError, validate
 
@@ -125,13 +125,20 @@ class TaskGraph:
     weight_devices: dict[WeightKey, list[int]] = field(default_factory=dict)  # owner first
     replicated: frozenset[WeightKey] = frozenset()  # boxes every holder updates (all-reduced)
     sharded: frozenset[WeightKey] = frozenset()  # boxes kept as shards between uses
+    collectives: bool = False  # sharded boxes then gathered and summed by collectives
+
+    @property
+    def bucketed_shards(self) -> frozenset[WeightKey]:
+        """The sharded boxes the collectives gather and sum (`Checks.collectives`), cut over
+        every holder however many."""
+        return self.sharded if self.collectives else frozenset()
 
     def weight_shards(self, key: WeightKey) -> tuple[Shard, ...]:
         """Which device updates (and keeps the optimizer state of) which part of a box: every
         holder all of a replicated box (each keeps the same state)."""
         if key in self.replicated:
             return tuple(Shard(key[2], d) for d in self.weight_devices[key])
-        return shards(key[2], self.weight_devices[key])
+        return shards(key[2], self.weight_devices[key], cut_limit(key, self.bucketed_shards))
 
     def phase(self, *phases: str) -> list[Task]:
         return [t for t in self.tasks if t.phase in phases]
@@ -426,22 +433,35 @@ class TaskGraphBuilder:
         """Per device, the gathers of the sharded boxes `uses` before the layer's `phase`
         there: each other shard's owner sends its shard after `triggers(owner)` (its tasks
         just before, so that the shard arrives when it is needed, not when the iteration
-        starts), and the gather also waits for `after(device)`."""
+        starts), or with the collectives every holder launches the all-gather of its shard
+        then; the gather also waits for `after(device)`."""
         ready: dict[int, list[TaskKey]] = {}
         for b, (wkey, holders) in enumerate(uses.items()):
-            tag, cut = f"w{wkey[1]}b{b}", shards(wkey[2], holders)
+            tag = f"w{wkey[1]}b{b}"
+            if self.checks.collectives:
+                sources = [w.add(TaskKey(layer.name, phase, (tag, d), "shareshard"), d, phase,
+                                 A.ShareShard(wkey, phase, holders), triggers(d))
+                           for d in holders]
             for d in holders:
                 deps = list(after(d))
-                for j, shard in enumerate(cut):
-                    if shard.owner != d:
-                        deps.append(w.add(TaskKey(layer.name, phase, (tag, j, d), "sendshard"),
-                                          shard.owner, phase,
-                                          A.SendShard(wkey, d, shard.box, phase),
-                                          triggers(shard.owner)))
+                if self.checks.collectives:
+                    deps += sources
+                else:
+                    deps += self._shard_sends(w, layer, phase, tag, wkey, holders, d, triggers)
                 ready.setdefault(d, []).append(w.add(
                     TaskKey(layer.name, phase, (tag, d), "gatherweight"), d, phase,
-                    A.GatherWeight(wkey, phase, layer.index, _parts_on(parts, d)), deps))
+                    A.GatherWeight(wkey, phase, layer.index, _parts_on(parts, d),
+                                   holders if self.checks.collectives else ()), deps))
         return ready
+
+    @staticmethod
+    def _shard_sends(w: _Writer, layer, phase: str, tag: str, wkey: WeightKey, holders,
+                     device: int, triggers) -> list[TaskKey]:
+        """The sends of every other owner's shard of `wkey` to `device`, each after
+        `triggers(owner)`."""
+        return [w.add(TaskKey(layer.name, phase, (tag, j, device), "sendshard"), shard.owner,
+                      phase, A.SendShard(wkey, device, shard.box, phase), triggers(shard.owner))
+                for j, shard in enumerate(shards(wkey[2], holders)) if shard.owner != device]
 
     def _frees(self, w: _Writer, layer, parts, phase: str, uses: dict, key_of) -> None:
         """Each holder's free of the whole of each sharded box `uses` once the layer's
@@ -559,11 +579,10 @@ class TaskGraphBuilder:
                                 for k in self.sharded_uses(layer.index, strategy[layer.name]))
             updates: dict[int, list[Segment]] = {}
             uses = self._update_uses(strategy, holders, sharded)
-            if self.checks.collectives:  # (a sharded box takes the shards' path: sends)
-                for after, key in self._bucket_keys([u for u in uses if len(u.devices) > 1
-                                                     and not u.sharded]):
+            if self.checks.collectives:  # (a sharded box's owners then update its shards)
+                for after, key in self._bucket_keys([u for u in uses if len(u.devices) > 1]):
                     updates.setdefault(after, []).append(self._segment(key, strategy))
-                uses = [u for u in uses if len(u.devices) == 1 or u.sharded]
+                uses = [u for u in uses if len(u.devices) == 1]
             for use in uses:
                 updates.setdefault(use.after, []).append(self._segment(use.key(), strategy))
             found = self._weights_of[memo] = (holders, updates, sharded)
@@ -572,6 +591,10 @@ class TaskGraphBuilder:
     def sharded(self, strategy: Strategy) -> frozenset[WeightKey]:
         """The weight boxes the holders keep as shards between uses (`sharded_uses`)."""
         return self._weights(strategy)[2]
+
+    def bucketed(self, strategy: Strategy) -> frozenset[WeightKey]:
+        """The sharded boxes the collectives gather and sum (`TaskGraph.bucketed_shards`)."""
+        return self.sharded(strategy) if self.checks.collectives else frozenset()
 
     def replicated(self, strategy: Strategy) -> frozenset[WeightKey]:
         """The trainable weight boxes every holder updates after an all-reduce (collectives)."""
@@ -635,7 +658,8 @@ class TaskGraphBuilder:
                 size = 0
             buckets[-1].append(use)
             size += use.wkey[2].volume * 4
-        members = [tuple((u.wkey, u.box_index, u.done) for u in bucket) for bucket in buckets]
+        members = [tuple((u.wkey, u.box_index, u.done, u.sharded) for u in bucket)
+                   for bucket in buckets]
         last = {bucket[0].devices: m for bucket, m in zip(buckets, members)}  # launched last
         keys = []
         for bucket, mine in zip(buckets, members):
@@ -659,18 +683,19 @@ class TaskGraphBuilder:
     def _bucket(self, key: tuple) -> Segment:
         """A bucket's all-reduce launch on each holder, after the backward tasks there that
         use its boxes ("allreduce"); or each holder's await of the sum, then its update of each
-        box, whole ("reduced"). An await depends on every holder's launch, and on the launches
-        of the last bucket of the same holders, which follow all of backward: so that no await
-        stops a device's backward while its sums travel."""
+        box, whole, or of its own shard of a sharded box ("reduced"). An await depends on
+        every holder's launch, and on the launches of the last bucket of the same holders,
+        which follow all of backward: so that no await stops a device's backward while its
+        sums travel."""
         kind, members, devices = key[:3]
         layer, tag, bucket = self._bucket_names(members)
-        keys = tuple(wkey for wkey, _, _ in members)
+        keys = tuple(member[0] for member in members)
         launches = [TaskKey(layer, "update", (tag, device), "allreduce") for device in devices]
         w = _Writer(bucket, self.checks)
         if kind == "allreduce":
             for d, (launch, device) in enumerate(zip(launches, devices)):
                 w.add(launch, device, "update", A.AllReduce(bucket, keys, devices),
-                      [k for _, _, done in members for k in done[d]])
+                      [k for _, _, done, _ in members for k in done[d]])
             return w.segment(key)
         last_layer, last_tag, _ = self._bucket_names(key[3])
         launches += [TaskKey(last_layer, "update", (last_tag, device), "allreduce")
@@ -678,11 +703,15 @@ class TaskGraphBuilder:
         for device in devices:
             summed = w.add(TaskKey(layer, "update", (tag, device), "reduced"), device, "update",
                            A.AwaitReduced(bucket, keys), launches)
-            for wkey, index, _ in members:
-                w.add(TaskKey(self.graph.layers[wkey[0]].name, "update",
-                              UpdatePart(wkey[1], index, 0, device), "update"), device,
-                      "update", A.Update(wkey, wkey[2], self.checks.finite_gradients),
-                      [summed])
+            for wkey, index, _, sharded in members:
+                cut = shards(wkey[2], devices, None) if sharded else (Shard(wkey[2], device),)
+                for j, shard in enumerate(cut):
+                    if shard.owner == device:
+                        w.add(TaskKey(self.graph.layers[wkey[0]].name, "update",
+                                      UpdatePart(wkey[1], index, j, device), "update"),
+                              device, "update", A.Update(wkey, shard.box,
+                                                         self.checks.finite_gradients,
+                                                         tests_whole=sharded), [summed])
         return w.segment(key)
 
     def _bucket_cap(self, made: int) -> int:
@@ -692,7 +721,7 @@ class TaskGraphBuilder:
 
     def _bucket_names(self, members: tuple) -> tuple[str, str, str]:
         """(the layer, the tag and the name) a bucket's keys are given: its first box's."""
-        first, box_index, _ = members[0]
+        first, box_index = members[0][:2]
         layer = self.graph.layers[first[0]].name
         return layer, f"w{first[1]}b{box_index}", _BoxUpdate.name(layer, first, box_index)
 
@@ -700,7 +729,8 @@ class TaskGraphBuilder:
     def build(self, strategy: Strategy) -> TaskGraph:
         tg = TaskGraph(weight_devices={k: list(v) for k, v in
                                        self.weight_devices(strategy).items()},
-                       replicated=self.replicated(strategy), sharded=self.sharded(strategy))
+                       replicated=self.replicated(strategy), sharded=self.sharded(strategy),
+                       collectives=self.checks.collectives)
         seen: set[TaskKey] = set()
         for segment in self.segments(strategy):
             tg.tasks += assemble(segment, seen)
@@ -887,6 +917,12 @@ def _gathered(w: _Writer, layer, phase: str, group: tuple[int, ...],
                       A.AwaitPartials(layer.index, phase, group, members, summed), launches)
         for q, device in zip(group, members)}
     return found
+
+
+def cut_limit(wkey: WeightKey, bucketed: frozenset) -> int | None:
+    """`shards.shards`'s `most` for a box: no limit where the collectives gather and sum its
+    shards (`TaskGraph.bucketed_shards`), else the sends' MAX_SHARDED_HOLDERS."""
+    return None if wkey in bucketed else MAX_SHARDED_HOLDERS
 
 
 def reduction_groups(reduction_dims, degrees) -> list[tuple[int, ...]]:

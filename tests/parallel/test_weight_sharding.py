@@ -80,9 +80,45 @@ def test_sharded_data_parallel_gives_single_device_numbers(name, n):
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("name", ["cnn_batch_norm", "transformer_block", "narrow_mlp"])
 def test_sharded_with_the_collectives_on_gives_single_device_numbers(name, n):
-    """The collectives leave sharded boxes out of their all-reduce buckets: the sends' path."""
+    """The collectives gather the shards (all-gather) and sum the gradients (the buckets'
+    all-reduce), and each owner updates its shard."""
     run = train(name, n, sharded("sample", n), extra=COLLECTIVES["on"])
     assert_same_run(run, reference(name))
+
+
+@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
+def test_sharded_over_8_devices_with_the_collectives_on_gives_single_device_numbers(optimizer):
+    run = train("mlp", 8, sharded("sample", 8), optimizer, COLLECTIVES["on"])
+    assert_same_run(run, reference("mlp", optimizer))
+
+
+def test_with_the_collectives_on_shards_are_all_gathered_and_gradients_all_reduced():
+    """Data parallel on 8 devices with the collectives on: no shard or gradient piece is
+    sent; every holder launches one all-gather per sharded box and phase; every box is cut
+    over all 8 holders (the sends' path stops at MAX_SHARDED_HOLDERS) and each owner updates
+    its own shard, whose optimizer state only it keeps."""
+    from flexflow.scheduler import actions as A
+    from flexflow.scheduler.shards import MAX_SHARDED_HOLDERS
+    ff, inputs = compiled("mlp", ["-ll:gpu", "8", "--in-process", *COLLECTIVES["on"]],
+                          sharded("sample", 8), "adam")
+    train_losses(ff, inputs, 2)
+    taskgraph = ff.compiled.executor.taskgraph
+    kinds = {type(t.action) for t in taskgraph.tasks}
+    assert not kinds & {A.SendShard, A.SendWeightGrad, A.SendWeight}
+    launches = [t for t in taskgraph.tasks if isinstance(t.action, A.ShareShard)]
+    assert len(launches) == len(taskgraph.sharded) * 2 * 8
+    assert 8 > MAX_SHARDED_HOLDERS
+    cut = {key: taskgraph.weight_shards(key) for key in taskgraph.sharded}
+    assert any(len(pieces) == 8 for pieces in cut.values())
+    for key, pieces in cut.items():
+        assert [s.owner for s in pieces] == taskgraph.weight_devices[key][:len(pieces)]
+        updates = [t for t in taskgraph.tasks
+                   if isinstance(t.action, A.Update) and t.action.key == key]
+        assert sorted((t.device, t.action.shard) for t in updates) == sorted(
+            (s.owner, s.box) for s in pieces)
+        for store in ff.compiled.executor.stores:
+            owned = [s.box for s in pieces if s.owner == store.device]
+            assert (store.shards[key][0] == owned[0]) if owned else key not in store.shards
 
 
 @pytest.mark.parametrize("name, kind, n", [("transformer_block", "attribute", 2),
