@@ -25,7 +25,9 @@ trick": data-parallel convolutions, dense layers split by output features over a
 sharding is enabled) data parallelism with every weighted layer's weights sharded (and every
 layer recomputed too, where recomputation is enabled), and (when pipelines are enabled)
 pipelines of 2 stages and more, each stage data parallel over its share of the devices, in 2, 4
-or 8 micro-batches (scheduler/pipelines.py).
+or 8 micro-batches (scheduler/pipelines.py). Where recomputation is enabled and data
+parallelism does not fit, one more: data parallelism recomputing the fewest layers, most memory
+saved per flop first, that fits (`selective_recomputation`).
 Random choices come from one `random.Random(seed)`, so a seed gives one result.
 """
 
@@ -190,6 +192,50 @@ def initial_candidates(graph: Graph, num_devices: int, options: SearchOptions,
     return candidates
 
 
+SELECTIVE = "data parallel, selectively recomputed"
+
+
+def recomputation_order(graph: Graph) -> list[str]:
+    """The layers whose recomputation saves the most memory per flop it costs again, first:
+    what a forward keeps beyond its inputs (its kept outputs, its extra arrays; a recomputed
+    layer keeps its inputs alone) over its forward flops. Layers that keep nothing beyond
+    their inputs are left out."""
+    scored = []
+    for layer in graph.layers:
+        inputs = graph.in_specs(layer)
+        kept = layer.op.kept_for_backward(inputs)
+        out = graph.tensors[layer.outputs[0]].spec
+        saved = (sum(graph.tensors[layer.outputs[k]].spec.nbytes for k in kept.outputs)
+                 + kept.extra * out.size)
+        if saved > 0:
+            scored.append((-saved / (layer.op.flops(inputs) + 1), layer.index, layer.name))
+    return [name for _, _, name in sorted(scored)]
+
+
+def selective_recomputation(graph: Graph, base: Strategy,
+                            simulate: Callable[[Strategy], Simulation]) -> Strategy | None:
+    """`base` with the fewest layers of `recomputation_order` recomputed that fits every
+    device's memory (a bisection over how many: about log2(layers) simulations), or None
+    where recomputing all of them does not fit either (selective activation checkpointing,
+    as a user short of memory would choose it)."""
+    order = recomputation_order(graph)
+
+    def recomputing(count: int) -> Strategy:
+        chosen = set(order[:count])
+        return {name: replace(config, recompute=config.recompute or name in chosen)
+                for name, config in base.items()}
+    low, high = 0, len(order)
+    if not order or simulate(recomputing(high)).over:
+        return None
+    while low < high:
+        middle = (low + high) // 2
+        if simulate(recomputing(middle)).over:
+            low = middle + 1
+        else:
+            high = middle
+    return recomputing(high)
+
+
 def _rank(simulation: Simulation) -> tuple[bool, float]:
     """What the search keeps the best by: a strategy that fits every device's memory before
     any that does not, then the lower cost (time plus the memory penalty)."""
@@ -240,6 +286,11 @@ def _search(simulator: Simulator, options: SearchOptions, imported: Strategy | N
 
     candidates = initial_candidates(graph, num_devices, options, imported)
     ranks = {name: _rank(simulate(s)) for name, s in candidates.items()}
+    if options.enable_recomputation and ranks["data parallel"][0]:
+        found = selective_recomputation(graph, candidates["data parallel"], simulate)
+        if found is not None:
+            candidates[SELECTIVE] = found
+            ranks[SELECTIVE] = _rank(simulate(found))
     scores = {name: cost for name, (_, cost) in ranks.items()}
     print(f"MCMC search configuration: budget({options.budget}) alpha({options.alpha:.8f}) "
           f"mode(TRAINING)", file=stream)

@@ -82,3 +82,55 @@ def test_the_best_strategy_block_marks_a_recomputed_layer():
     lines = stream.getvalue().splitlines()[1:-1]
     assert lines[0].startswith(f"[{first}]") and lines[0].endswith(" recomputed")
     assert not any(line.endswith("recomputed") for line in lines[1:])
+
+
+def test_layers_are_ordered_by_what_recomputing_saves_per_flop():
+    """transformer_block: the layers that keep more than their inputs, by bytes kept per flop
+    of their forward, most first; the dense layer without an activation (nothing kept beyond
+    its input) left out."""
+    from flexflow.scheduler.search import recomputation_order
+    graph = simulator_of("transformer_block").graph
+    order = recomputation_order(graph)
+    layers = {layer.name: layer for layer in graph.layers}
+
+    def per_flop(name):
+        layer = layers[name]
+        inputs = graph.in_specs(layer)
+        kept = layer.op.kept_for_backward(inputs)
+        out = graph.tensors[layer.outputs[0]].spec
+        saved = sum(graph.tensors[layer.outputs[k]].spec.nbytes for k in kept.outputs)
+        return (saved + kept.extra * out.size) / (layer.op.flops(inputs) + 1)
+    ratios = [per_flop(name) for name in order]
+    assert ratios == sorted(ratios, reverse=True) and ratios[-1] > 0
+    assert [layers[n].type_name for n in order] == [
+        "Softmax", "LayerNorm", "LayerNorm", "Dense", "MultiHeadAttention"]
+    assert layers[order[3]].op.activation == "gelu"
+    assert len([n for n in layers if layers[n].type_name == "Dense"]) == 3
+
+
+def test_selective_recomputation_recomputes_the_fewest_layers_that_fit():
+    """Under a limit between data parallelism's memory and that of recomputing every layer of
+    the order: the candidate fits, and recomputing one layer fewer of the order does not; the
+    search starts from it."""
+    from flexflow.scheduler.search import (SELECTIVE, recomputation_order,
+                                           selective_recomputation)
+    plain_sim = simulator_of("transformer_block")
+    graph = plain_sim.graph
+    plain = data_parallel_strategy(graph, 1)
+    order = recomputation_order(graph)
+    held, least = (plain_sim.simulate_full(s).memory[0]
+                   for s in (plain, recomputing(plain, set(order))))
+    machine = small_machine(1, 1)
+    kind = next(iter(machine.kinds.values()))
+    machine.kinds = {name: replace(kind, memory=(held + least) // 2) for name in machine.kinds}
+    simulator = simulator_of("transformer_block", machine)
+    found = selective_recomputation(graph, plain, simulator.simulate)
+    chosen = [name for name, config in found.items() if config.recompute]
+    assert set(chosen) == set(order[:len(chosen)]) and 0 < len(chosen) <= len(order)
+    assert not simulator.simulate(found).over
+    assert simulator.simulate(recomputing(plain, set(order[:len(chosen) - 1]))).over
+    result = search(simulator, SearchOptions(5, enable_recomputation=True),
+                    stream=open("/dev/null", "w"))
+    assert SELECTIVE in result.candidates
+    assert SELECTIVE not in search(plain_sim, SearchOptions(5, enable_recomputation=True),
+                                   stream=open("/dev/null", "w")).candidates
