@@ -283,8 +283,8 @@ def weight_memory(graph: Graph, weight_devices: dict, num_devices: int, state_co
     and the pieces of its gradient the other holders send in; on every holder of a
     `replicated` box (all-reduced), its optimizer state and its copy in the bucket that is
     summed. A `bucketed` box (sharded, its shards gathered and its gradient summed by the
-    collectives: `TaskGraph.bucketed_shards`) is cut over all its holders, and its gradient's
-    bucket copy is on each of them instead of the pieces. Without `gradients`, the gradients
+    collectives: `TaskGraph.bucketed_shards`) is cut over all its holders, and its gradient,
+    a bucket of its own, is summed in place: no copy, no pieces. Without `gradients`, the gradients
     and the pieces sent in are left to `MemoryModel.gradient_intervals`, which places them in
     the iteration."""
     memory = [0] * num_devices
@@ -302,7 +302,8 @@ def weight_memory(graph: Graph, weight_devices: dict, num_devices: int, state_co
             continue
         if wkey in replicated or wkey in bucketed:
             for d in holders:
-                memory[d] += nbytes * (1 if wkey in bucketed else state_copies + 1)
+                # (a bucketed shard's bucket is its gradient, summed in place)
+                memory[d] += nbytes * (0 if wkey in bucketed else state_copies + 1)
             if wkey in replicated:
                 continue
         for shard in cut:

@@ -647,13 +647,16 @@ class TaskGraphBuilder:
         segment) and (AFTER_BACKWARD, the key of its awaits and updates) for each bucket of the
         replicated boxes `uses`: boxes in the order backward completes their gradients, a
         bucket closed once it holds `bucket_bytes` (the first one FIRST_BUCKET_BYTES), as DDP
-        closes them, or where the holders change."""
+        closes them, or where the holders change; a sharded box in a bucket of its own, which
+        the all-reduce sums in place (a bucket of several is a copy of their gradients: FSDP
+        reduces each layer's at once too)."""
         ordered = sorted(uses, key=lambda use: -use.after)  # (a stable sort: weight order kept)
         buckets: list[list[_BoxUse]] = []
         size = 0
         for use in ordered:
             if not buckets or size >= self._bucket_cap(len(buckets)) or (
-                    buckets[-1][0].devices != use.devices):
+                    buckets[-1][0].devices != use.devices) or use.sharded or (
+                    buckets[-1][0].sharded):
                 buckets.append([])
                 size = 0
             buckets[-1].append(use)

@@ -153,6 +153,17 @@ def _bytes_held(store, *also) -> int:
                 add(getattr(value, name))
     for part in (store.weights, store.weight_grads, store.opt_state, store.values,
                  store.grads, store.received_grads, store.saved, store.shards,
-                 store.gathering, also):
+                 store.gathering, _launched(store), also):
         add(part)
     return sum(found.values())
+
+
+def _launched(store) -> list:
+    """What the device launched into collectives of this process (scheduler/collectives.py's
+    LocalHub) that are not done: a bucket's copy of its gradients is held there, not in the
+    store."""
+    hub = getattr(store.communicator, "hub", None)
+    if hub is None:
+        return []
+    return [entry.arrays[store.device] for entry in hub._pending.values()
+            if store.device in entry.arrays and store.device not in entry.taken]
