@@ -59,12 +59,14 @@ def test_data_parallelism_is_refused_naming_both_workers(bench, figures):
     assert "device 0 needs" in refusal and "device 1 needs" in refusal
 
 
-def test_the_search_returns_a_strategy_with_sharded_weights_that_fits(bench, figures):
+def test_the_search_returns_a_strategy_that_saves_memory_and_fits(bench, figures):
+    """Sharded weights, recomputed layers or both (at this size the search may meet the limit
+    by recomputation alone: its selective candidate)."""
     size = bench.SIZES["test"]
     searched = figures["searched"]
-    sharded, _ = searched["layers"]
-    assert sharded, "the search sharded nothing"
-    assert "sharded weights" in searched["printed"]
+    sharded, recomputed = searched["layers"]
+    assert sharded or recomputed, "the search saved no memory"
+    assert not sharded or "sharded weights" in searched["printed"]
     assert max(searched["predicted"]) <= size.limit_mib * MiB
 
 
