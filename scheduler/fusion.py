@@ -73,7 +73,7 @@ def place_of(device: int, lane: int, deps: Iterable[TaskKey], places: Mapping[Ta
     `device` in micro-batch `lane` (`Task.lane`) that depends on the tasks `deps`, placed at
     `places`. Its lane is the highest of its own and those of the tasks on its device, in its
     epoch, that it depends on: a group never waits for a later group of its device."""
-    epoch, sources, launches = 0, [], []
+    epoch, sources, launches, later = 0, [], [], ()
     for dep in deps:
         source = places[dep]
         launched = dep.kind in LAUNCHES
@@ -82,14 +82,15 @@ def place_of(device: int, lane: int, deps: Iterable[TaskKey], places: Mapping[Ta
         if source[0] == device:
             if source[1] > epoch:
                 epoch = source[1]
+            if source[2] > lane:  # (rare: only micro-batches have lanes)
+                later += (source,)
             continue
         if not launched:
             sources.append(source)
         if source[1] >= epoch:
             epoch = source[1] + 1
-    for dep in deps:
-        source = places[dep]
-        if source[2] > lane and source[0] == device and source[1] == epoch:
+    for source in later:
+        if source[1] == epoch and source[2] > lane:
             lane = source[2]
     return (device, epoch, lane), sources, launches
 
