@@ -4,6 +4,7 @@ returns a sharded strategy that fits; a seed's proposals are unchanged where it 
 the candidates, the flag and the best-strategy block."""
 
 import io
+import math
 import random
 from dataclasses import replace
 
@@ -85,22 +86,36 @@ def test_the_candidates_shard_every_weighted_layer_and_recompute_where_allowed()
 
 
 def test_proposals_shard_only_weighted_layers_and_a_seed_is_unchanged_without_the_flag():
+    """With the flags off a proposal draws FlexFlow's two numbers (the degrees, the first
+    device) and nothing else, so a seed's proposals are those of the search before these
+    choices existed; with sharding on, only layers with weights are sharded."""
     graph = simulator_of().graph
     layers = graph.layers
-    draws = {}
-    for flag in (False, True):
-        space = SearchSpace(graph, 4, SearchOptions(1, enable_weight_sharding=flag))
-        rng = random.Random(3)
-        draws[flag] = [(layer, space.random_config(layer, rng))
-                       for layer in (layers[rng.randrange(len(layers))] for _ in range(200))]
-    plain = SearchSpace(graph, 4, SearchOptions(1))
+    space = SearchSpace(graph, 4, SearchOptions(1))
+    rng, bare = random.Random(3), random.Random(3)
+    for _ in range(200):
+        layer = layers[rng.randrange(len(layers))]
+        assert layers[bare.randrange(len(layers))] is layer
+        config = space.random_config(layer, rng)
+        degrees = bare.choice(space.degrees(layer))
+        start = bare.randrange(4 - math.prod(degrees) + 1)
+        assert (config.degrees, config.devices[0], config.recompute, config.shard_weights) == (
+            degrees, start, False, False)
+    assert rng.getstate() == bare.getstate()
+    space = SearchSpace(graph, 4, SearchOptions(1, enable_weight_sharding=True))
     rng = random.Random(3)
-    assert [c for _, c in draws[False]] == [
-        plain.random_config(layer, rng)
-        for layer in (layers[rng.randrange(len(layers))] for _ in range(200))]
-    assert not any(c.shard_weights for _, c in draws[False])
-    sharded = [layer for layer, c in draws[True] if c.shard_weights]
+    drawn = [(layer, space.random_config(layer, rng))
+             for layer in (layers[rng.randrange(len(layers))] for _ in range(200))]
+    sharded = [layer for layer, c in drawn if c.shard_weights]
     assert sharded and all(layer.weights for layer in sharded)
+
+
+def test_without_pipelines_the_search_never_proposes_a_neighbours_configuration(monkeypatch):
+    def refuse(*args):
+        raise AssertionError("a neighbour's configuration was proposed")
+    monkeypatch.setattr(SearchSpace, "neighbour_config", refuse)
+    search(simulator_of(), SearchOptions(50, enable_weight_sharding=True,
+                                         enable_recomputation=True), stream=io.StringIO())
 
 
 def test_the_flag_reaches_the_search():
