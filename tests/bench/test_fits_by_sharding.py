@@ -3,25 +3,15 @@ parallelism needs, data parallelism is refused by name, and the search with weig
 recomputation enabled returns a strategy that fits, trains like one device and allocates less
 than the cap on each worker."""
 
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).parents[2] / "bench"
+from . import bench_fixture
+
 pytest.importorskip("torch")  # the collectives (torch.distributed) carry the gradients
 MiB = 1 << 20
 
 
-@pytest.fixture(scope="module")
-def bench():
-    """bench/ importable, as its scripts have it."""
-    import sys
-    sys.path.insert(0, str(BENCH))
-    try:
-        import fits_by_sharding
-        yield fits_by_sharding
-    finally:
-        sys.path.remove(str(BENCH))
+bench = bench_fixture("fits_by_sharding")
 
 
 @pytest.fixture(scope="module")

@@ -3,24 +3,14 @@ device, data parallelism, the 2-stage pipeline in 1, 2 and 4 micro-batches on th
 serially in this process) trains, times every measured step and gives the one device's losses.
 Nothing is asserted on the times: the host is shared and noisy."""
 
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).parents[2] / "bench"
+from . import bench_fixture
+
 ROUNDS, STEPS = 2, 2
 
 
-@pytest.fixture(scope="module")
-def bench():
-    """bench/ importable, as its scripts have it."""
-    import sys
-    sys.path.insert(0, str(BENCH))
-    try:
-        import pipeline_overlap
-        yield pipeline_overlap
-    finally:
-        sys.path.remove(str(BENCH))
+bench = bench_fixture("pipeline_overlap")
 
 
 @pytest.fixture(scope="module")
