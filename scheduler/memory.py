@@ -26,7 +26,8 @@ and optimizer state (`weight_memory`) are held throughout. A sharded weight box
 (`ParallelConfig.shard_weights`) is held throughout as its shards, each on its owner with its
 optimizer state, and whole on each holder at the forward and at the backward of its layer, whose
 gathers make it (`GatherWeight`; its gradient is whole on every holder, as any box's). The
-peak is the largest sum of the intervals over positions (`peak`). Kernels' own scratch memory is not modelled.
+peak is the largest sum of the intervals over positions (`peak`). Kernels' own scratch memory is
+not modelled.
 """
 
 from __future__ import annotations

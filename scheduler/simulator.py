@@ -2,7 +2,8 @@
 
 The executor (`executor.fuse`, `distributed.DaskExecutor`) runs the TaskGraph's (device, epoch,
 lane) groups: each device's in order, in one Dask task per device (its program), a group's
-output for another device pushed to that device's worker. So the simulator schedules exactly those groups:
+output for another device pushed to that device's worker. So the simulator schedules exactly
+those groups:
 
 * a group costs, for each of its tasks, the per-action overhead and the task's kernel time
   (measured or analytic, `costs.TaskCoster`), plus the per-task overhead on its device where
@@ -580,9 +581,9 @@ class _Assembled:
 @dataclass
 class _SegmentResult:
     """A segment's share of the fused groups, for given inputs: the places (device, epoch,
-    lane) of its external dependencies relative to `base`, their lowest epoch (0 when it has tasks without
-    dependencies; the result stays valid while they keep their devices and relative epochs),
-    and which of its loads earlier segments already made."""
+    lane) of its external dependencies relative to `base`, their lowest epoch (0 when it has
+    tasks without dependencies; the result stays valid while they keep their devices and
+    relative epochs), and which of its loads earlier segments already made."""
 
     exports: dict[TaskKey, Place]  # key -> place other segments depend on
     shares: tuple[_Share, ...]

@@ -33,9 +33,9 @@ def wide_deep_mlp(ff):
 
 
 def test_micro_batches_overlap_the_stages_in_the_simulation():
-    """2 stages of a deep mlp on 2 devices (of 2 nodes, which share no cores): each doubling of the micro-batches shortens the
-    iteration, 4 of them by over a fifth (the next stage works on one micro-batch while this
-    one runs the next)."""
+    """2 stages of a deep mlp on 2 devices (of 2 nodes, which share no cores): each doubling
+    of the micro-batches shortens the iteration, 4 of them by over a fifth (the next stage
+    works on one micro-batch while this one runs the next)."""
     simulator = simulator_of(wide_deep_mlp, 2)
     times = [simulator.simulate(pipeline_strategy(simulator.graph, 2, 2, m)).time
              for m in (1, 2, 4)]
