@@ -48,10 +48,12 @@ def test_a_pipeline_gives_single_device_numbers(name, n, stages, micro):
                     reference(name))
 
 
+@pytest.mark.parametrize("changes", [{}, {"shard_weights": True, "recompute": True}])
 @pytest.mark.parametrize("name", ["cnn_batch_norm", "transformer_block"])
-def test_a_pipeline_with_the_collectives_on_gives_single_device_numbers(name):
-    assert_same_run(train(name, 4, pipeline(4, 2, 2), extra=["--collectives", "on"]),
-                    reference(name))
+def test_a_pipeline_with_the_collectives_on_gives_single_device_numbers(name, changes):
+    """(Sharded weights then all-gathered over each stage's devices.)"""
+    run = train(name, 4, pipeline(4, 2, 2, **changes), extra=["--collectives", "on"])
+    assert_same_run(run, reference(name))
 
 
 @pytest.mark.parametrize("changes", [{"recompute": True}, {"shard_weights": True},
