@@ -9,9 +9,10 @@ the scheduler's pace are timed at every calibration; the effective cores once pe
 its overheads), so each pair is
 predicted and measured in alternating rounds: the prediction is the median of the rounds'
 predictions, the measurement the median of all their iterations (after warm-up). Pairs: the
-parallel-execution test models under several strategy kinds, and an AlexNet-style CNN with
+parallel-execution test models under several strategy kinds, an AlexNet-style CNN with
 4096-wide dense layers under data parallelism, the "one weird trick" and an
-all-parameter-parallel strategy.
+all-parameter-parallel strategy, and a deep MLP (bench/pipeline_overlap.py's, smaller) under
+data parallelism and as a pipeline of a stage a worker in 1, 2 and 4 micro-batches.
 
 Reports per pair the relative error, and per cluster size and overall the median and worst
 absolute error and the Spearman rank correlation of predicted vs measured.
@@ -36,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent))
 from dnn import alexnet_cifar  # noqa: E402
 from host_load import StealMeter, describe  # noqa: E402
 from local_cluster import local_cluster  # noqa: E402
+from pipeline_overlap import Size  # noqa: E402
 from tests.parallel import models as test_models  # noqa: E402
 
 from flexflow import deployment  # noqa: E402
@@ -44,11 +46,13 @@ from flexflow.losses import loss_function  # noqa: E402
 from flexflow.scheduler import cluster as cluster_module  # noqa: E402
 from flexflow.scheduler.calibration.runners import DaskRunner  # noqa: E402
 from flexflow.scheduler.planner import Planner, PlanOptions  # noqa: E402
+from flexflow.scheduler.pipelines import pipeline_strategy  # noqa: E402
 from flexflow.scheduler.search import SearchOptions, one_weird_trick  # noqa: E402
 from flexflow.scheduler.strategy import ParallelConfig, data_parallel_strategy  # noqa: E402
 
 ALEXNET_BATCH = 64
 TEST_KINDS = ("sample", "parameter", "reshard")
+DEEP_MLP = Size(batch=64, features=1024, width=1024, layers=6, classes=4)  # (~0.1 s a step)
 
 
 def all_parameter(graph, n):
@@ -72,6 +76,11 @@ def pairs():
     yield "alexnet_cifar/data-parallel", alexnet, ALEXNET_BATCH, data_parallel_strategy
     yield "alexnet_cifar/one-weird-trick", alexnet, ALEXNET_BATCH, one_weird_trick
     yield "alexnet_cifar/parameter", alexnet, ALEXNET_BATCH, all_parameter
+    deep = (lambda ff: [DEEP_MLP.build(ff)])
+    yield "deep_mlp/data-parallel", deep, DEEP_MLP.batch, data_parallel_strategy
+    for micro in (1, 2, 4):  # a stage a worker (1: placement, the stages one after the other)
+        yield (f"deep_mlp/pipeline x{micro}", deep, DEEP_MLP.batch,
+               lambda graph, n, micro=micro: pipeline_strategy(graph, n, n, micro))
 
 
 def feed(ff, inputs, batch) -> None:
