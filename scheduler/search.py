@@ -10,7 +10,8 @@ penalty); with `--enable-weight-sharding`, for a layer with trainable weights, s
 not, at even odds (the simulator costs the gathers' messages, and the memory model the shards
 and the transient whole boxes); with `--enable-pipeline-parallel`, at even odds instead, the
 configuration of the layer before or after it, where that fits it (which moves a pipeline's
-stage boundary by a layer). Picking the last layer proposes no change (FlexFlow's rule; the
+stage boundary by a layer), and a random configuration may then be run in 2, 4 or 8
+micro-batches. Picking the last layer proposes no change (FlexFlow's rule; the
 loss reads its output whole per sample). A proposal slower than the current strategy by
 `delta` ms is accepted with probability exp(-alpha * delta); every budget/100 proposals the
 search returns to the best strategy so far. `budget + 1` proposals are scored, as in FlexFlow.
@@ -45,7 +46,7 @@ from typing import Callable
 
 from ..ops.graph import Graph, Layer
 from ..ops.spec import DimKind
-from .pipelines import pipeline_candidates
+from .pipelines import MICRO_BATCH_COUNTS, pipeline_candidates
 from .simulator import Simulation, Simulator
 from .strategy import ParallelConfig, Strategy, data_parallel_strategy
 
@@ -114,14 +115,30 @@ class SearchSpace:
     def random_config(self, layer: Layer, rng: random.Random) -> ParallelConfig:
         """Degrees, a block of devices and, where enabled, recomputation and (for a layer
         with trainable weights) sharded weights (a coin each; a coin is not drawn otherwise,
-        so a seed's proposals stay those of the version before)."""
+        so a seed's proposals stay those of the version before), and with pipelines a count
+        of micro-batches (`micro_batched`)."""
         degrees = rng.choice(self.degrees(layer))
         parts = math.prod(degrees)
         start = rng.randrange(self.num_devices - parts + 1)
         recompute = self.recomputation and rng.random() < 0.5
         shard = (self.sharding and any(w.trainable for w in layer.weights)
                  and rng.random() < 0.5)
-        return ParallelConfig(degrees, tuple(range(start, start + parts)), recompute, shard)
+        config = ParallelConfig(degrees, tuple(range(start, start + parts)), recompute, shard)
+        return self.micro_batched(layer, config, rng) if self.pipelines else config
+
+    def micro_batched(self, layer: Layer, config: ParallelConfig, rng: random.Random
+                      ) -> ParallelConfig:
+        """`config` run in 1 or one of MICRO_BATCH_COUNTS micro-batches (at even odds among
+        them), where its batch dim allows: the batch degree times the count, the block of
+        devices repeated as often (each device then runs its parts one after another)."""
+        micro = rng.choice((1, *MICRO_BATCH_COUNTS))
+        batch = self.graph.tensors[layer.outputs[0]].spec.shape[0]
+        sample = DimKind.SAMPLE in self.kinds and layer.op.dim_kinds(
+            self.graph.in_specs(layer))[0] is not None
+        if micro == 1 or not sample or batch % (config.degrees[0] * micro):
+            return config
+        return replace(config, degrees=(config.degrees[0] * micro,) + config.degrees[1:],
+                       devices=config.devices * micro)
 
     def neighbour_config(self, layer: Layer, current: Strategy, rng: random.Random
                          ) -> ParallelConfig:

@@ -132,3 +132,21 @@ def test_the_flag_reaches_the_search():
     assert plan_options(FFConfig(argv=["--enable-pipeline-parallel"])
                         ).search.enable_pipeline_parallel
     assert not plan_options(FFConfig(argv=[])).search.enable_pipeline_parallel
+
+
+def test_with_pipelines_a_random_configuration_may_run_in_micro_batches():
+    """Every count of micro-batches the batch of 8 allows turns up, and every configuration
+    drawn is valid for its layer (its degrees divide the output, its devices exist)."""
+    from flexflow.scheduler.strategy import check_config
+    graph = simulator_of().graph
+    space = SearchSpace(graph, 4, SearchOptions(1, enable_pipeline_parallel=True))
+    rng = random.Random(0)
+    counts = set()
+    for layer in graph.layers[:-1]:
+        for _ in range(40):
+            config = space.random_config(layer, rng)
+            check_config(graph, layer, config, 4)
+            counts.add(micro_batches(config))
+            block = len(set(config.devices))  # a block of devices, repeated per micro-batch
+            assert config.devices == config.devices[:block] * micro_batches(config)
+    assert counts == {1, 2, 4, 8}
