@@ -25,7 +25,6 @@ The simulator and the executor both consume this one graph.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from itertools import product
 from typing import NamedTuple, Union
@@ -34,6 +33,7 @@ from ..ops.box import Box
 from ..ops.graph import Graph
 from . import actions as A
 from .collectives import BUCKET_BYTES, FIRST_BUCKET_BYTES
+from .pipelines import micro_batches
 from .shards import MAX_SHARDED_HOLDERS, Shard, shards
 from .store import WeightKey
 from .strategy import ParallelConfig, Strategy, StrategyError, validate
@@ -269,7 +269,7 @@ class TaskGraphBuilder:
         out_shapes = [self.graph.tensors[t].spec.shape for t in layer.outputs]
         groups = reduction_groups(layer.op.reduction_dims, config.degrees)
         parts = []
-        micro = max(Counter(config.devices).values())
+        micro = micro_batches(config)
         for p, (box, device) in enumerate(zip(config.boxes(out_shapes[0]), config.devices)):
             lane = config.devices[:p].count(device)
             out_boxes = tuple(
