@@ -19,6 +19,7 @@ terminal's signal reaches the run alone.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -140,6 +141,10 @@ def close_on_interrupt(close: Callable[[], None], stream=None) -> None:
         where = "; ".join(getattr(value, "__notes__", ())) or "the run"
         print(f"Interrupted (Ctrl-C) during {where}; closing the local Dask cluster.",
               file=stream or sys.stderr, flush=True)
+        # a wait the interrupt cut short can leave a callback on the client's event loop that
+        # fails as the loop closes (distributed's `sync` cancelling a future it never made),
+        # which tornado would log as a traceback after the one line
+        logging.getLogger("tornado.application").setLevel(logging.CRITICAL)
         close()
     hook.closes_clusters = True
     sys.excepthook = hook

@@ -150,3 +150,22 @@ def test_an_owner_is_not_a_later_process_with_its_pid():
     me = lifetime.Owner.this_process()
     assert me.alive()
     assert not lifetime.Owner(me.pid, me.started + 1).alive()
+
+
+def test_after_ctrl_c_the_event_loops_leftover_errors_are_not_printed(monkeypatch, capsys,
+                                                                      caplog):
+    """The hook prints its one line, closes, and from then on an error tornado logs (a
+    callback of the interrupted wait failing as the loop closes: distributed's `sync`) is
+    not emitted; before it, it would be."""
+    import logging
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    logger = logging.getLogger("tornado.application")
+    monkeypatch.setattr(logger, "level", logger.level)
+    closed = []
+    lifetime.close_on_interrupt(lambda: closed.append(True))
+    logger.error("before the interrupt")
+    sys.excepthook(KeyboardInterrupt, KeyboardInterrupt(), None)
+    logger.error("Exception in callback: NameError")
+    assert closed and capsys.readouterr().err.startswith("Interrupted (Ctrl-C) during the run")
+    assert [r.getMessage() for r in caplog.records if r.name == logger.name] == [
+        "before the interrupt"]
