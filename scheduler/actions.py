@@ -452,9 +452,13 @@ class ShareShard(Action):
     phase: str
     holders: tuple[int, ...]
 
+    @property
+    def padded_volume(self) -> int:
+        """Elements of the flat array each holder launches: the largest shard's."""
+        return max(shard.box.volume for shard in shards(self.key[2], self.holders, None))
+
     def run(self, store, ctx, out):
-        cut = shards(self.key[2], self.holders, None)
-        flat = store.xp.zeros(max(shard.box.volume for shard in cut), "float32")
+        flat = store.xp.zeros(self.padded_volume, "float32")
         own = store.shards.get(self.key)
         if own is not None:
             flat[:own[0].volume] = own[1].reshape(-1)

@@ -220,7 +220,7 @@ class TaskCoster:
             return TaskCost(ms, action.shard.volume * 4, (action.dst,))
         if kind is A.ShareShard:  # its shard copied into a padded flat array, whose bytes it
             #                       shares (no message)
-            nbytes = 4 * max(s.box.volume for s in shards(action.key[2], action.holders, None))
+            nbytes = 4 * action.padded_volume
             return TaskCost(ms + machine.copy_time(device, nbytes), nbytes)
         if kind is A.GatherWeight:  # its own shard (or every one) copied into the whole box
             return TaskCost(ms + machine.copy_time(device, action.key[2].volume * 4))

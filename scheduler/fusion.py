@@ -4,9 +4,9 @@ Every task gets an epoch, the number of cross-device dependencies on its longest
 lane, its micro-batch where a layer gives its device several sample parts (a pipeline stage,
 `taskgraph.Partition.lane`); the tasks of one device with the same epoch and lane run as one
 group, in graph order. A stage then sends each micro-batch on as soon as it is done, and the next
-stage works on it while this one runs the next (GPipe's schedule: a stage's forwards in lane
-order, then its backwards; the last stage runs each micro-batch's forward and backward
-together). Without micro-batches every lane is 0. A data-parallel iteration is
+stage works on it while this one runs the next (GPipe's schedule: every stage runs its
+micro-batches' forwards in lane order, then their backwards, whose lanes come after).
+Without micro-batches every lane is 0. A data-parallel iteration is
 then: forward+backward on each device (epoch 0), each weight shard's gradient pieces to its
 owner and its update there (epoch 1; under the non-finite guard the owners exchange their
 sums' verdicts first, and update at epoch 2), the new shards to the other holders (the next

@@ -39,7 +39,7 @@ import numpy
 from ..ops.base import Kept
 from ..ops.graph import Graph
 from . import actions as A
-from .shards import MAX_SHARDED_HOLDERS, shards
+from .shards import cut_limit, shards
 from .taskgraph import Objective, Partition, Task
 
 Interval = tuple[int, int, int, int]  # (device, first position, last position, bytes)
@@ -288,15 +288,15 @@ def weight_memory(graph: Graph, weight_devices: dict, num_devices: int, state_co
     `replicated` box (all-reduced), its optimizer state and its copy in the bucket that is
     summed. A `bucketed` box (sharded, its shards gathered and its gradient summed by the
     collectives: `TaskGraph.bucketed_shards`) is cut over all its holders, and its gradient,
-    a bucket of its own, is summed in place: no copy, no pieces. Without `gradients`, the gradients
-    and the pieces sent in are left to `MemoryModel.gradient_intervals`, which places them in
-    the iteration."""
+    a bucket of its own, is summed in place: no copy, no pieces. Without `gradients`, the
+    gradients, the buckets' copies and the pieces sent in are left to
+    `MemoryModel.gradient_intervals`, which places them in the iteration."""
     memory = [0] * num_devices
     for wkey, holders in weight_devices.items():
         nbytes = wkey[2].volume * 4
         trainable = training and graph.layers[wkey[0]].weights[wkey[1]].trainable
         whole = wkey not in sharded
-        cut = shards(wkey[2], holders, None if wkey in bucketed else MAX_SHARDED_HOLDERS)
+        cut = shards(wkey[2], holders, cut_limit(wkey, bucketed))
         for d in holders:
             memory[d] += nbytes * ((1 if whole else 0) + (1 if trainable and gradients else 0))
         if not whole:
@@ -304,14 +304,10 @@ def weight_memory(graph: Graph, weight_devices: dict, num_devices: int, state_co
                 memory[shard.owner] += shard.box.volume * 4
         if not trainable:
             continue
-        if wkey in replicated or wkey in bucketed:
+        if wkey in replicated:  # (with the bucket's copy of the gradient, where `gradients`)
             for d in holders:
-                # (the bucket's copy of the gradient where `gradients`; a bucketed shard's
-                # bucket is its gradient, summed in place)
-                memory[d] += nbytes * (0 if wkey in bucketed else
-                                       state_copies + (1 if gradients else 0))
-            if wkey in replicated:
-                continue
+                memory[d] += nbytes * (state_copies + (1 if gradients else 0))
+            continue
         for shard in cut:
             pieces = len(holders) - 1 if gradients and wkey not in bucketed else 0
             memory[shard.owner] += shard.box.volume * 4 * (state_copies + pieces)

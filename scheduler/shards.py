@@ -47,3 +47,10 @@ def shards(box: Box, holders: Sequence[int], most: int | None = MAX_SHARDED_HOLD
     cuts = [start + j * (length // k) + min(j, length % k) for j in range(k + 1)]
     return tuple(Shard(box.replace(dim, cuts[j], cuts[j + 1]), holder)
                  for j, holder in enumerate(holders))
+
+
+def cut_limit(key, bucketed: frozenset) -> int | None:
+    """`shards`'s `most` for the weight box `key`: no limit where the collectives gather and
+    sum its shards (`bucketed`: `taskgraph.TaskGraph.bucketed_shards`), else the sends'
+    MAX_SHARDED_HOLDERS."""
+    return None if key in bucketed else MAX_SHARDED_HOLDERS

@@ -34,7 +34,7 @@ from ..ops.graph import Graph
 from . import actions as A
 from .collectives import BUCKET_BYTES, FIRST_BUCKET_BYTES
 from .pipelines import micro_batches
-from .shards import MAX_SHARDED_HOLDERS, Shard, shards
+from .shards import Shard, cut_limit, shards
 from .store import WeightKey
 from .strategy import ParallelConfig, Strategy, StrategyError, validate
 
@@ -920,12 +920,6 @@ def _gathered(w: _Writer, layer, phase: str, group: tuple[int, ...],
                       A.AwaitPartials(layer.index, phase, group, members, summed), launches)
         for q, device in zip(group, members)}
     return found
-
-
-def cut_limit(wkey: WeightKey, bucketed: frozenset) -> int | None:
-    """`shards.shards`'s `most` for a box: no limit where the collectives gather and sum its
-    shards (`TaskGraph.bucketed_shards`), else the sends' MAX_SHARDED_HOLDERS."""
-    return None if wkey in bucketed else MAX_SHARDED_HOLDERS
 
 
 def reduction_groups(reduction_dims, degrees) -> list[tuple[int, ...]]:
