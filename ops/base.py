@@ -77,6 +77,21 @@ class Kept:
     extra: float = 0.0
 
 
+@dataclass(frozen=True)
+class Contraction:
+    """A dim an operator sums over (a dense layer's input features), which a strategy may split
+    as well as its output (`ParallelConfig.contraction`, Megatron's row-parallel layer): each of
+    a box's partitions then reads its slice of `size` along the input and weight dims named here
+    (`inputs`, `weights`: (index, dim) pairs), `forward_partial` makes its share of the output,
+    and the group's sum is the output's value on every one of them. The weights in `first_only`
+    (a bias, which the sum must add once) are read by the first partition of a box alone."""
+
+    size: int
+    inputs: tuple[tuple[int, int], ...]
+    weights: tuple[tuple[int, int], ...]
+    first_only: tuple[int, ...] = ()
+
+
 def activation_kept(mode: str, itemsize: int = 4) -> Kept:
     """What a fused activation (ops/activation.py) keeps: its result (the op's output) for
     ReLU, sigmoid, tanh and ELU, a copy of its argument for GELU, nothing without one."""
@@ -140,6 +155,12 @@ class Operator:
     # as `part.reduced`; likewise `backward_partial` for backward. Unsplit, `part.reduced` is None
     # and the kernel computes the statistic itself.
     reduction_dims: tuple[int, ...] = ()
+
+    def contraction(self, inputs: Sequence[TensorSpec]) -> Contraction | None:
+        """The dim a strategy may split with partial sums (`Contraction`); None: no such dim.
+        With one split, `forward_partial` makes a partition's share of the output and
+        `forward` finishes the group's sum (`part.reduced`); backward needs no partials."""
+        return None
 
     def forward_partial(self, xp, xs, ws, part: Part):
         raise NotImplementedError

@@ -117,6 +117,13 @@ class Forward(Action):
     weight_keys: tuple[WeightKey, ...]
     group: tuple[int, ...] = ()  # partitions whose partials this one combines
     recompute: bool = False  # keep nothing for backward, which runs this forward again
+    contraction: int = 1  # partitions sharing its output box (`ParallelConfig.contraction`)
+
+    @property
+    def backward_group(self) -> tuple[int, ...]:
+        """The partitions whose backward partials this one's backward combines: none under a
+        contraction split, whose backward reads the output's gradient alone."""
+        return () if self.contraction > 1 else self.group
 
     def operands(self, store, ctx):
         layer = ctx.graph.layers[self.layer]
@@ -138,7 +145,10 @@ class Forward(Action):
         ys, saved = layer.op.forward(store.xp, xs, ws, part)
         for tensor, box, y in zip(layer.outputs, self.out_boxes, ys):
             store.put(tensor, box, y)
-        # (a recomputed forward keeps its Part: the same seed and combined statistics again)
+        # (a recomputed forward keeps its Part: the same seed and combined statistics again;
+        # a contraction split's sum, the size of the output, only where it runs again)
+        if self.contraction > 1 and not self.recompute:
+            part = replace(part, reduced=None)
         store.saved[(self.layer, self.part)] = (RECOMPUTE if self.recompute else saved, part,
                                                 self)
 
@@ -148,8 +158,8 @@ class Forward(Action):
         updates in place (batch norm's running statistics) are copies, so they move once."""
         layer = ctx.graph.layers[self.layer]
         xs = [store.read(t, b) for t, b in zip(layer.inputs, self.in_boxes)]
-        ws = [store.weights[k] if spec.trainable else store.xp.array(store.weights[k])
-              for k, spec in zip(self.weight_keys, layer.weights)]
+        ws = [store.weights[k] if layer.weights[k[1]].trainable
+              else store.xp.array(store.weights[k]) for k in self.weight_keys]
         return layer.op.forward(store.xp, xs, ws, part)[1]
 
 

@@ -87,17 +87,22 @@ class KernelCalls:
         in_shapes = tuple(b.shape for b in forward.in_boxes)
         weight_shapes = tuple(k[2].shape for k in forward.weight_keys)
         grads = tuple(tensors[t].producer is not None for t in layer.inputs)
-        group = len(forward.group)
+        group = len(forward.backward_group if phase.startswith("backward") else forward.group)
         shapes = (out_shapes, in_shapes, in_dtypes, weight_shapes, group,
                   grads if phase.startswith("backward") else ())
         key = f"{phase}|{describe(layer.op)}|{shapes}"
         probe = (forward.out_boxes, forward.in_boxes, tuple(s.shape for s in in_specs),
                  in_dtypes, weight_shapes, group, grads)
         flops, full = self._layer_flops(layer.index)
-        fraction = forward.out_boxes[0].volume / full
+        # (under a contraction split each of a box's partitions does its share of the box's
+        # work in its partial, and its forward only finishes the sum: the activation)
+        fraction = forward.out_boxes[0].volume / full / forward.contraction
         nbytes = (sum(_nbytes(b.shape, d) for b, d in zip(forward.in_boxes, in_dtypes))
                   + sum(_nbytes(s, "float32") for s in out_shapes + weight_shapes))
-        if phase == "forward":
+        if phase == "forward" and forward.contraction > 1:
+            work = float(forward.out_boxes[0].volume)
+            nbytes = 2 * sum(_nbytes(s, "float32") for s in out_shapes)
+        elif phase == "forward" or (phase == "forward_partial" and forward.contraction > 1):
             work = flops * fraction
         elif phase == "backward":
             work, nbytes = 2 * flops * fraction, 2 * nbytes
@@ -185,7 +190,7 @@ class KernelCalls:
         (a recomputed layer's first backward action: the partial where there is one)."""
         partial = isinstance(action, A.BackwardPartial)
         calls = [self.op_call(forward, "backward_partial" if partial else "backward")]
-        if forward.recompute and partial == bool(forward.group):
+        if forward.recompute and partial == bool(forward.backward_group):
             calls.insert(0, self.op_call(forward, "forward"))
         return calls
 
@@ -237,9 +242,12 @@ class TaskCoster:
 
 def partial_estimate(call: KernelCall) -> int:
     """Bytes of a reduction partial when calibration did not record them: per-channel or
-    per-row statistics, a few float64 numbers per output element outside the reduced dims."""
+    per-row statistics, a few float64 numbers per output element outside the reduced dims; a
+    contraction split's share of the output (no reduced dim), float32 of the output box."""
     out_box = call.probe[0][0]
     reduced = getattr(call.subject, "reduction_dims", ())
+    if not reduced:
+        return 4 * out_box.volume
     kept = 1
     for d, n in enumerate(out_box.shape):
         if d not in [r % len(out_box.shape) for r in reduced]:
@@ -265,7 +273,9 @@ def calls_for(calls: KernelCalls, builder, configs: dict[int, list], objective=N
                 forward = part.action
                 phases = ["forward"] + (["backward"] if objective is not None else [])
                 if forward.group:
-                    phases += [f"{p}_partial" for p in phases]
+                    phases.append("forward_partial")
+                if forward.backward_group and objective is not None:
+                    phases.append("backward_partial")
                 for phase in phases:
                     call = calls.op_call(forward, phase)
                     found.setdefault(call.key, call)

@@ -132,6 +132,8 @@ class MemoryModel:
         if kind is A.Send:
             return (self._sent_gradient(action) if action.grad
                     else self._sent_value(action, parts_of),)
+        if kind is A.ForwardPartial and action.forward.contraction > 1:
+            return self._contracted(task.device, action.forward)
         if kind is A.GatherWeight:  # the whole box, for the layer's forward or backward
             at = action.layer if action.phase == "forward" else self.backward_at(action.layer)
             return ((task.device, at, at, action.key[2].volume * 4),)
@@ -149,6 +151,16 @@ class MemoryModel:
             if t in self.producer and not box.is_empty():
                 keeps = kept is not None and index in kept.inputs
                 made += self._assembled(device, at, t, box, keeps, parts_of)
+        return tuple(made)
+
+    def _contracted(self, device: int, forward: A.Forward) -> tuple[Interval, ...]:
+        """A contraction split's share of the output and the group's sum, each the size of
+        the output box, at its forward; a recomputed forward keeps the sum to its backward."""
+        at = forward.layer
+        nbytes = forward.out_boxes[0].volume * self.itemsize[self.graph.layers[at].outputs[0]]
+        made = [(device, at, at, 2 * nbytes)]
+        if forward.recompute:
+            made.append((device, at, self.backward_at(at), nbytes))
         return tuple(made)
 
     def _assembled(self, device: int, at: int, tensor: int, box, keeps: bool, parts_of

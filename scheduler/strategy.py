@@ -33,10 +33,16 @@ class ParallelConfig:
     # optimizer state; the whole box is gathered before the layer's forward and its backward
     # and freed after each (less memory held throughout, more bytes sent every iteration)
     shard_weights: bool = False
+    # a split of the dim the operator sums over (`Operator.contraction`: a dense layer's input
+    # features, Megatron's row-parallel layer): each output box is computed by this many
+    # partitions (box b's are parts b*c .. b*c + c-1, on devices of their own), each from its
+    # slice of the inputs and weights, and their partial outputs summed (an all-reduce, with
+    # the collectives) so that each holds the box's value
+    contraction: int = 1
 
     @property
     def num_parts(self) -> int:
-        return math.prod(self.degrees)
+        return math.prod(self.degrees) * self.contraction
 
     def boxes(self, shape: tuple[int, ...]) -> list[Box]:
         """Equal boxes of `shape`, in partition order."""
@@ -99,3 +105,23 @@ def check_config(graph: Graph, layer: Layer, config: ParallelConfig, num_devices
     for dim, d in enumerate(config.degrees):
         if d > 1 and kinds[dim] is None:
             raise StrategyError(f"{where}: dim {dim} cannot be split by this operator")
+    if config.contraction != 1:
+        _check_contraction(graph, layer, config, where)
+
+
+def _check_contraction(graph: Graph, layer: Layer, config: ParallelConfig, where: str) -> None:
+    """A contraction split needs an operator that sums over a dim it divides, and each box's
+    partitions on devices of their own (each holds the box's value)."""
+    c = config.contraction
+    found = layer.op.contraction(graph.in_specs(layer))
+    if found is None:
+        raise StrategyError(f"{where}: contraction {c}: this operator has no dim to split "
+                            f"with partial sums (dense layers do)")
+    if c < 1 or found.size % c:
+        raise StrategyError(f"{where}: contraction {c} does not divide the {found.size} "
+                            f"features the layer sums over")
+    for b in range(0, config.num_parts, c):
+        replicas = config.devices[b:b + c]
+        if len(set(replicas)) < c:
+            raise StrategyError(f"{where}: the {c} partitions of output box {b // c} share a "
+                                f"device ({list(replicas)}); each needs one of its own")

@@ -30,6 +30,10 @@ MAX_DEVICES = 1 << 16
 
 
 def dumps_text(strategy: dict[str, ParallelConfig]) -> str:
+    split = sorted(name for name, config in strategy.items() if config.contraction > 1)
+    if split:
+        raise StrategyError(f"FlexFlow's text format has no field for a contraction split "
+                            f"(layers {split}): save the strategy as .json")
     lines = [str(len(strategy))]
     for name in sorted(strategy):
         config = strategy[name]
@@ -79,7 +83,8 @@ def loads_text(text: str, source: str = "<text>") -> dict[str, ParallelConfig]:
 def dumps_json(strategy: dict[str, ParallelConfig]) -> str:
     layers = {name: {"degrees": list(c.degrees), "devices": list(c.devices),
                      **({"recompute": True} if c.recompute else {}),
-                     **({"shard_weights": True} if c.shard_weights else {})}
+                     **({"shard_weights": True} if c.shard_weights else {}),
+                     **({"contraction": c.contraction} if c.contraction > 1 else {})}
               for name, c in sorted(strategy.items())}
     return json.dumps({"layers": layers}, indent=1) + "\n"
 
@@ -102,12 +107,16 @@ def loads_json(text: str, source: str = "<json>") -> dict[str, ParallelConfig]:
         degrees, devices = lists
         recompute, shard = (_flag(source, name, entry, key)
                             for key in ("recompute", "shard_weights"))
+        contraction = entry.get("contraction", 1)
+        if type(contraction) is not int or not 1 <= contraction <= MAX_DEVICES:
+            raise StrategyError(f'{source}: layer {name!r} has "contraction" {contraction!r}: '
+                                f'it must be an integer from 1 to {MAX_DEVICES}')
         if not 1 <= len(degrees) <= MAX_DIMS or any(d < 1 for d in degrees) or any(
                 not 0 <= d <= MAX_DEVICES for d in devices):
             raise StrategyError(f"{source}: layer {name!r} has invalid degrees or devices (1 to "
                                 f"{MAX_DIMS} degrees >= 1, device ids 0..{MAX_DEVICES})")
         strategy[name] = _config(source, name, tuple(degrees), tuple(devices), recompute,
-                                 shard)
+                                 shard, contraction)
     return strategy
 
 
@@ -121,9 +130,9 @@ def _flag(source: str, name: str, entry: dict, key: str) -> bool:
 
 
 def _config(source: str, name: str, degrees: tuple[int, ...], devices: tuple[int, ...],
-            recompute: bool = False, shard_weights: bool = False):
+            recompute: bool = False, shard_weights: bool = False, contraction: int = 1):
     """The config of layer `name`; no device ids means partition p on device p."""
-    parts = 1
+    parts = contraction
     for d in degrees:
         parts *= d
     if parts > MAX_DEVICES:
@@ -134,7 +143,7 @@ def _config(source: str, name: str, degrees: tuple[int, ...], devices: tuple[int
     elif len(devices) != parts:
         raise StrategyError(f"{source}: op {name!r} has {parts} partitions but {len(devices)} "
                             f"device ids")
-    return ParallelConfig(degrees, devices, recompute, shard_weights)
+    return ParallelConfig(degrees, devices, recompute, shard_weights, contraction)
 
 
 def save(strategy: dict[str, ParallelConfig], path: str) -> None:

@@ -267,11 +267,13 @@ class TaskGraphBuilder:
         layer = self.graph.layers[index]
         in_specs = self.graph.in_specs(layer)
         out_shapes = [self.graph.tensors[t].spec.shape for t in layer.outputs]
+        c = config.contraction
         groups = reduction_groups(layer.op.reduction_dims, config.degrees)
+        boxes = config.boxes(out_shapes[0])
         parts = []
         micro = micro_batches(config)
-        for p, (box, device) in enumerate(zip(config.boxes(out_shapes[0]), config.devices)):
-            lane = config.devices[:p].count(device)
+        for p, device in enumerate(config.devices):
+            box, lane = boxes[p // c], config.devices[:p].count(device)
             out_boxes = tuple(
                 Box(tuple(b if n == out_shapes[0][d] else (0, n)
                           for d, (b, n) in enumerate(zip(box.bounds, shape))))
@@ -280,21 +282,34 @@ class TaskGraphBuilder:
                              for i, s in enumerate(in_specs))
             weight_keys = tuple((layer.weight_owner, k, layer.op.weight_box(box, in_specs, k))
                                 for k in range(len(layer.weights)))
-            action = A.Forward(index, p, out_boxes, in_boxes, weight_keys, groups[p],
-                               config.recompute)
+            if c > 1:
+                in_boxes, weight_keys = _contracted(layer.op.contraction(in_specs), p % c, c,
+                                                    in_boxes, weight_keys)
+                group = tuple(range(p - p % c, p - p % c + c))
+            else:
+                group = groups[p]
+            action = A.Forward(index, p, out_boxes, in_boxes, weight_keys, group,
+                               config.recompute, c)
             parts.append(Partition(action, device, TaskKey(layer.name, "forward", p, "forward"),
                                    lane, lane + micro if micro > 1 else 0))
         return tuple(parts)
 
-    def _values(self, strategy: Strategy, tensor: int) -> list[tuple[Box, int, TaskKey]]:
-        """(box, device, key) of every piece of a layer output."""
+    def _values(self, strategy: Strategy, tensor: int, device: int | None = None
+                ) -> list[tuple[Box, int, TaskKey]]:
+        """(box, device, key) of every piece of a layer output: under a contraction split,
+        where several partitions hold a box, the one on `device` where there is one, else
+        the first."""
         index, k = self.graph.tensors[tensor].producer
         config = strategy[self.graph.layers[index].name]
-        memo = self._values_memo.get((tensor, config))
+        c = config.contraction
+        here = device if c > 1 else None
+        memo = self._values_memo.get((tensor, config, here))
         if memo is None:
-            memo = self._values_memo[(tensor, config)] = [
-                (part.action.out_boxes[k], part.device, part.key)
-                for part in self.parts(index, config)]
+            parts = self.parts(index, config)
+            chosen = [next((q for q in parts[b:b + c] if q.device == here), parts[b])
+                      for b in range(0, len(parts), c)]
+            memo = self._values_memo[(tensor, config, here)] = [
+                (part.action.out_boxes[k], part.device, part.key) for part in chosen]
         return memo
 
     def _overlapping(self, pieces: list, box: Box) -> list[tuple[Box, int, TaskKey]]:
@@ -391,7 +406,7 @@ class TaskGraphBuilder:
             action = A.Load(tensor, box) if spec.constant is None else A.Fill(
                 tensor, box, spec.constant)
             return [w.load(tensor, box, device, phase, action)]
-        pieces = self._overlapping(self._values(strategy, tensor), box)
+        pieces = self._overlapping(self._values(strategy, tensor, device), box)
         return _gather(w, pieces, tensor, box, device, "forward", grad=False)
 
     def _forward(self, key: tuple, strategy: Strategy, layer) -> Segment:
@@ -540,17 +555,18 @@ class TaskGraphBuilder:
                 deps += _gather(w, overlapping(pieces[tensor], box), tensor, box, part.device,
                                 "backward", grad=True)
             grad_deps.append(deps)
-            if part.action.group:
+            if part.action.backward_group:
                 w.add(TaskKey(layer.name, "backward", p, "bpartial"), part.device, "backward",
                       A.BackwardPartial(layer.index, p), deps, part.backward_lane)
         for p, part in enumerate(parts):
-            deps = grad_deps[p] + _partials(w, layer, "backward", part.action.group,
+            deps = grad_deps[p] + _partials(w, layer, "backward", part.action.backward_group,
                                             part.device, parts)
             # a backward reads what its forward kept; outputs that carry no gradient (bools)
             # give it no other dependency, and its forward may wait on a message
             deps = deps or [part.key]
             w.add(TaskKey(layer.name, "backward", p, "backward"), part.device, "backward",
-                  A.Backward(layer.index, p, part.action.group, part.action.recompute), deps,
+                  A.Backward(layer.index, p, part.action.backward_group, part.action.recompute),
+                  deps,
                   part.backward_lane)
         if uses:
             self._frees(w, layer, parts, "backward", uses,
@@ -922,6 +938,24 @@ def _gathered(w: _Writer, layer, phase: str, group: tuple[int, ...],
     return found
 
 
+def _contracted(contraction, r: int, c: int, in_boxes: tuple[Box, ...],
+                weight_keys: tuple[WeightKey, ...]) -> tuple[tuple, tuple]:
+    """The input boxes and weight keys of the `r`-th of `c` partitions of an output box under a
+    contraction split: its slice of the summed dim, and no `first_only` weight but for r = 0."""
+    step = contraction.size // c
+    cut = (r * step, (r + 1) * step)
+    ins = list(in_boxes)
+    for i, dim in contraction.inputs:
+        ins[i] = ins[i].replace(dim, *cut)
+    keys = []
+    dims = dict(contraction.weights)
+    for owner, k, box in weight_keys:
+        if r and k in contraction.first_only:
+            continue
+        keys.append((owner, k, box.replace(dims[k], *cut) if k in dims else box))
+    return tuple(ins), tuple(keys)
+
+
 def reduction_groups(reduction_dims, degrees) -> list[tuple[int, ...]]:
     """For each partition, the partitions it must combine partials with: those at the same grid
     position on every dim but the split reduction dims (empty when no reduction dim is split)."""
@@ -938,6 +972,10 @@ def reduction_groups(reduction_dims, degrees) -> list[tuple[int, ...]]:
 def check_training_output(graph: Graph, strategy: Strategy, objective: Objective) -> None:
     """The loss and metrics read the model output whole per sample: only its batch may split."""
     last = graph.layers[graph.tensors[objective.output].producer[0]]
+    if strategy[last.name].contraction > 1:
+        raise StrategyError(f"layer '{last.name}' produces the model output, which the loss "
+                            f"reads once per sample: it may not split the features it sums "
+                            f"over (contraction {strategy[last.name].contraction})")
     if any(d > 1 for d in strategy[last.name].degrees[1:]):
         raise StrategyError(f"layer '{last.name}' produces the model output, which the loss "
                             f"and metrics read whole per sample: it may only be split along "
