@@ -80,9 +80,10 @@ class Kept:
 @dataclass(frozen=True)
 class Contraction:
     """A dim an operator sums over (a dense layer's input features), which a strategy may split
-    as well as its output (`ParallelConfig.contraction`, Megatron's row-parallel layer): each of
-    a box's partitions then reads its slice of `size` along the input and weight dims named here
-    (`inputs`, `weights`: (index, dim) pairs), `forward_partial` makes its share of the output,
+    as well as its output (`ParallelConfig.contraction`, Megatron's row-parallel layer) into a
+    count of parts dividing `size`: each of a box's partitions then reads its equal slice of the
+    input and weight dims named here (`inputs`, `weights`: (index, dim) pairs, whose extent is
+    a multiple of `size`), `forward_partial` makes its share of the output,
     and the group's sum is the output's value on every one of them. The weights in `first_only`
     (a bias, which the sum must add once) are read by the first partition of a box alone."""
 

@@ -941,18 +941,19 @@ def _gathered(w: _Writer, layer, phase: str, group: tuple[int, ...],
 def _contracted(contraction, r: int, c: int, in_boxes: tuple[Box, ...],
                 weight_keys: tuple[WeightKey, ...]) -> tuple[tuple, tuple]:
     """The input boxes and weight keys of the `r`-th of `c` partitions of an output box under a
-    contraction split: its slice of the summed dim, and no `first_only` weight but for r = 0."""
-    step = contraction.size // c
-    cut = (r * step, (r + 1) * step)
+    contraction split: the r-th of c equal slices of each box along the summed dim (a dense
+    layer's features; an attention's heads, whose dims hold several numbers a head), and no
+    `first_only` weight but for r = 0."""
+    def cut(box: Box, dim: int) -> Box:
+        start, stop = box.bounds[dim]
+        step = (stop - start) // c
+        return box.replace(dim, start + r * step, start + (r + 1) * step)
     ins = list(in_boxes)
     for i, dim in contraction.inputs:
-        ins[i] = ins[i].replace(dim, *cut)
-    keys = []
+        ins[i] = cut(ins[i], dim)
     dims = dict(contraction.weights)
-    for owner, k, box in weight_keys:
-        if r and k in contraction.first_only:
-            continue
-        keys.append((owner, k, box.replace(dims[k], *cut) if k in dims else box))
+    keys = [(owner, k, cut(box, dims[k]) if k in dims else box)
+            for owner, k, box in weight_keys if not (r and k in contraction.first_only)]
     return tuple(ins), tuple(keys)
 
 

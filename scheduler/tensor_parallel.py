@@ -1,0 +1,57 @@
+"""Megatron's tensor parallelism in our strategy space: of two dense layers in a row, the first
+split by its output features (column-parallel) and the second by the features it sums over
+(`ParallelConfig.contraction`: row-parallel), so that each device of a group keeps its slice of
+the hidden features between them and the group sums the second's partial outputs once (an
+all-reduce with the collectives), where splitting both by output features would gather the
+hidden features and the output.
+
+This module finds such pairs and builds the strategies that use them (the search's candidate
+and the benches' baselines); the partitions themselves are `taskgraph`'s.
+"""
+
+from __future__ import annotations
+
+from ..ops.graph import Graph, Layer
+from .strategy import ParallelConfig, data_parallel_strategy
+
+
+def dense_pairs(graph: Graph) -> list[tuple[Layer, Layer]]:
+    """(first, second) for each dense layer read by a dense layer alone, the second not the
+    model's last layer (whose output the loss reads whole), each layer in one pair at most."""
+    pairs, taken = [], set()
+    readers: dict[int, list[Layer]] = {}
+    for layer in graph.layers:
+        for tensor in layer.inputs:
+            readers.setdefault(tensor, []).append(layer)
+    for first in graph.layers:
+        found = readers.get(first.outputs[0], [])
+        if first.type_name != "Dense" or first.index in taken or len(found) != 1:
+            continue
+        second = found[0]
+        if second.type_name == "Dense" and second is not graph.layers[-1]:
+            pairs.append((first, second))
+            taken.update((first.index, second.index))
+    return pairs
+
+
+def megatron_strategy(graph: Graph, num_devices: int, group: int,
+                      base: dict[str, ParallelConfig] | None = None
+                      ) -> dict[str, ParallelConfig]:
+    """`base` (data parallelism over `num_devices` by default) with each of `dense_pairs`
+    split Megatron's way over groups of `group` consecutive devices, the batch over the
+    groups. Raises ValueError naming the layer where the sizes do not divide."""
+    if num_devices % group:
+        raise ValueError(f"groups of {group} do not divide {num_devices} devices")
+    strategy = dict(base or data_parallel_strategy(graph, num_devices))
+    groups, devices = num_devices // group, tuple(range(num_devices))
+    for first, second in dense_pairs(graph):
+        shape = graph.tensors[first.outputs[0]].spec.shape
+        if shape[0] % groups or shape[-1] % group:
+            raise ValueError(f"layer '{first.name}' (output {shape}) cannot split its batch "
+                             f"{groups} ways and its features {group} ways")
+        unsplit = (1,) * (len(shape) - 2)
+        strategy[first.name] = ParallelConfig((groups, *unsplit, group), devices)
+        rank = len(graph.tensors[second.outputs[0]].spec.shape)
+        strategy[second.name] = ParallelConfig((groups,) + (1,) * (rank - 1), devices,
+                                               contraction=group)
+    return strategy
