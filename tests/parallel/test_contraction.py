@@ -206,3 +206,24 @@ def test_dense_pairs_are_a_dense_layer_read_by_a_dense_layer_alone():
     assert dense_pairs(ff.graph) == []
     with pytest.raises(ValueError, match="groups of 3 do not divide 2 devices"):
         megatron_strategy(ff.graph, 2, 3)
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+def test_the_memory_model_counts_a_partial_and_its_sum_at_the_forward(recompute):
+    """Each partition of the row-parallel layer holds its partial output and the group's sum
+    (each the size of the output box) while its forward runs; recomputed, it keeps the sum
+    until its backward (the forward runs again from it)."""
+    from flexflow.scheduler.memory import MemoryModel
+    ff, _ = compiled("mlp", ["-ll:gpu", "2", "--in-process"],
+                     megatron(2, 2, recompute=recompute))
+    model = MemoryModel(ff.graph, ff.compiled.objective)
+    at = dense_pairs(ff.graph)[0][1].index
+    out_bytes = 8 * 8 * 4  # the batch of 8 by 8 features, float32
+    partials = [task for task in ff.compiled.executor.taskgraph.tasks
+                if isinstance(task.action, A.ForwardPartial)]
+    assert len(partials) == 2
+    for task in partials:
+        expected = [(task.device, at, at, 2 * out_bytes)]
+        if recompute:
+            expected.append((task.device, at, model.backward_at(at), out_bytes))
+        assert list(model.task(task, None)) == expected
