@@ -49,6 +49,7 @@ from ..ops.spec import DimKind
 from .pipelines import MICRO_BATCH_COUNTS, pipeline_candidates
 from .simulator import Simulation, Simulator
 from .strategy import ParallelConfig, Strategy, data_parallel_strategy
+from .tensor_parallel import megatron_candidates
 
 BEST_HEADER = "=========== Best Discovered Strategy =========="
 BEST_FOOTER = "============= MCMC Search Finished ============"
@@ -118,13 +119,25 @@ class SearchSpace:
         so a seed's proposals stay those of the version before), and with pipelines a count
         of micro-batches (`micro_batched`)."""
         degrees = rng.choice(self.degrees(layer))
-        parts = math.prod(degrees)
+        contraction = self.contraction(layer, math.prod(degrees), rng)
+        parts = math.prod(degrees) * contraction
         start = rng.randrange(self.num_devices - parts + 1)
         recompute = self.recomputation and rng.random() < 0.5
         shard = (self.sharding and any(w.trainable for w in layer.weights)
                  and rng.random() < 0.5)
-        config = ParallelConfig(degrees, tuple(range(start, start + parts)), recompute, shard)
+        config = ParallelConfig(degrees, tuple(range(start, start + parts)), recompute, shard,
+                                contraction)
         return self.micro_batched(layer, config, rng) if self.pipelines else config
+
+    def contraction(self, layer: Layer, parts: int, rng: random.Random) -> int:
+        """With parameter parallelism, for a layer that may split the dim it sums over (a
+        dense layer, but the model's last): at even odds 1, else a count dividing that dim
+        that the devices left hold (Megatron's row-parallel split), each alike. 1 (and no
+        draw) otherwise."""
+        counts = self.contraction_counts(layer, parts)
+        if not counts or rng.random() < 0.5:
+            return 1
+        return rng.choice(counts)
 
     def micro_batched(self, layer: Layer, config: ParallelConfig, rng: random.Random
                       ) -> ParallelConfig:
@@ -153,15 +166,35 @@ class SearchSpace:
         kinds = layer.op.dim_kinds(self.graph.in_specs(layer))
         fits = len(config.degrees) == len(shape) and all(
             n % d == 0 and (d == 1 or kind in self.kinds)
-            for n, d, kind in zip(shape, config.degrees, kinds))
+            for n, d, kind in zip(shape, config.degrees, kinds)) and (
+            config.contraction == 1 or self._contracts(layer, config.contraction))
         if not fits:
             return current[layer.name]
         shard = config.shard_weights and any(w.trainable for w in layer.weights)
         return replace(config, shard_weights=shard)
 
+    def contraction_counts(self, layer: Layer, parts: int) -> list[int]:
+        """The counts above 1 the layer may split the dim it sums over into, beside `parts`
+        parts of its output (none without parameter parallelism)."""
+        if DimKind.PARAMETER not in self.kinds:
+            return []
+        return [c for c in range(2, self.num_devices // parts + 1) if self._contracts(layer, c)]
+
+    def _contracts(self, layer: Layer, count: int) -> bool:
+        """Whether the layer may split the dim it sums over `count` ways."""
+        found = layer.op.contraction(self.graph.in_specs(layer))
+        return (found is not None and found.size % count == 0
+                and layer is not self.graph.layers[-1])
+
     def configs(self, layer: Layer) -> list[ParallelConfig]:
-        """One configuration per degree tuple (on the first devices): what calibration times."""
-        return [ParallelConfig(d, tuple(range(math.prod(d)))) for d in self.degrees(layer)]
+        """One configuration per degree tuple and contraction count the proposals may give
+        (on the first devices): what calibration times."""
+        found = []
+        for degrees in self.degrees(layer):
+            parts = math.prod(degrees)
+            found += [ParallelConfig(degrees, tuple(range(parts * c)), contraction=c)
+                      for c in [1, *self.contraction_counts(layer, parts)]]
+        return found
 
 
 def one_weird_trick(graph: Graph, num_devices: int) -> dict[str, ParallelConfig]:
@@ -206,6 +239,8 @@ def initial_candidates(graph: Graph, num_devices: int, options: SearchOptions,
             for name, config in candidates["data parallel"].items()}
     if options.enable_pipeline_parallel:
         candidates.update(pipeline_candidates(graph, num_devices, options.enable_recomputation))
+    if options.enable_parameter_parallel:
+        candidates.update(megatron_candidates(graph, num_devices))
     return candidates
 
 

@@ -55,3 +55,22 @@ def megatron_strategy(graph: Graph, num_devices: int, group: int,
         strategy[second.name] = ParallelConfig((groups,) + (1,) * (rank - 1), devices,
                                                contraction=group)
     return strategy
+
+
+MEGATRON_GROUPS = (2, 4, 8)  # the group sizes of the search's Megatron candidates
+
+
+def megatron_candidates(graph: Graph, num_devices: int) -> dict[str, dict[str, ParallelConfig]]:
+    """The search's candidates by name: `megatron_strategy` in groups of each of
+    MEGATRON_GROUPS that divides the devices and the sizes (none without dense pairs)."""
+    found = {}
+    if not dense_pairs(graph):
+        return found
+    for group in MEGATRON_GROUPS:
+        if group <= num_devices and num_devices % group == 0:
+            try:
+                found[f"megatron, groups of {group}"] = megatron_strategy(graph, num_devices,
+                                                                         group)
+            except ValueError:
+                continue
+    return found
