@@ -81,3 +81,19 @@ def test_the_hand_made_baselines_include_the_pipelines_and_their_recomputed_form
         assert {micro_batches(c) for c in pipeline.values()} == {micro}
         stages = [c.devices[:4] for c in pipeline.values()]
         assert stages == sorted(stages) and {s[0] for s in stages} == {0, 4, 8, 12}
+
+
+def test_the_megatron_baseline_makes_each_mlps_second_dense_row_parallel(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import dnn
+    import gpt2_baselines
+
+    from flexflow.scheduler.strategy import validate
+    graph, _ = dnn.graph_of(dnn.transformer_lm, 8)
+    megatron = gpt2_baselines.megatron_in_node(graph, 2, 2)
+    validate(graph, megatron, 4)
+    dense = [layer for layer in graph.layers if layer.type_name == "Dense"]
+    rows = [layer for layer in dense if megatron[layer.name].contraction == 2]
+    assert rows and len(rows) == (len(dense) - 1) // 2  # one a block; the classifier not
+    for layer in rows:
+        assert megatron[layer.name].degrees == (2, 1, 1)
