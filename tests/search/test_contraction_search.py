@@ -16,8 +16,7 @@ from flexflow.scheduler.taskgraph import TaskGraphBuilder
 from flexflow.scheduler.tensor_parallel import dense_pairs, megatron_strategy
 
 from ..parallel.models import MODELS
-from .test_delta import plan_view
-from .test_pipeline_search import simulator_of, wide_deep_mlp
+from .test_pipeline_search import assert_delta_equals_full, simulator_of, wide_deep_mlp
 
 OPTIONS = SearchOptions(1, enable_parameter_parallel=True)
 
@@ -77,17 +76,7 @@ def test_delta_equals_full_around_contraction_splits(name, collectives):
     space = SearchSpace(graph, 4, OPTIONS)
     rng = random.Random(len(name))
     starts = [s for n, s in initial_candidates(graph, 4, OPTIONS).items() if "megatron" in n]
-    assert starts
-    for current in starts:
-        for _ in range(8):
-            layer = graph.layers[rng.randrange(len(graph.layers) - 1)]
-            proposal = dict(current)
-            proposal[layer.name] = (space.neighbour_config(layer, current, rng)
-                                    if rng.random() < 0.5 else space.random_config(layer, rng))
-            delta, full = simulator.simulate(proposal), simulator.simulate_full(proposal)
-            assert (delta.time, delta.memory) == (full.time, full.memory)
-            assert plan_view(delta) == plan_view(full)
-            current = proposal
+    assert_delta_equals_full(simulator, space, starts, rng, 8)
 
 
 def test_parameter_parallelism_adds_megatron_candidates_and_proposals():

@@ -54,9 +54,16 @@ def test_delta_equals_full_around_pipelines(name, collectives):
     space = SearchSpace(graph, 4, options)
     rng = random.Random(len(name))
     starts = [s for n, s in initial_candidates(graph, 4, options).items() if "pipeline" in n]
+    assert_delta_equals_full(simulator, space, starts, rng, 6)
+
+
+def assert_delta_equals_full(simulator, space, starts, rng, steps):
+    """From each of `starts`, `steps` proposals of a random layer's neighbour's or a random
+    configuration: the delta simulation's time, memory and plans are the full one's."""
+    graph = simulator.graph
     assert starts
     for current in starts:
-        for _ in range(6):
+        for _ in range(steps):
             layer = graph.layers[rng.randrange(len(graph.layers) - 1)]
             proposal = dict(current)
             proposal[layer.name] = (space.neighbour_config(layer, current, rng)
