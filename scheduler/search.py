@@ -382,8 +382,8 @@ def _search(simulator: Simulator, options: SearchOptions, imported: Strategy | N
 
 def print_strategy(graph: Graph, strategy: Strategy, stream=None) -> None:
     """FlexFlow's best-strategy block; dims in FlexFlow's (reversed) order; a recomputed
-    layer's line ends in " recomputed", and one whose weights are sharded in " sharded weights"
-    (ours)."""
+    layer's line ends in " recomputed", one whose weights are sharded in " sharded weights",
+    and one that splits the features it sums over in " contraction(n)" (ours)."""
     stream = stream or sys.stdout
     print(BEST_HEADER, file=stream)
     for layer in graph.layers:
@@ -392,5 +392,7 @@ def print_strategy(graph: Graph, strategy: Strategy, stream=None) -> None:
         devices = ",".join(str(d) for d in config.devices)
         print(f"[{layer.name}] num_dims({len(config.degrees)}) dims[{dims}] "
               f"device_ids[{devices}]" + (" recomputed" if config.recompute else "")
-              + (" sharded weights" if config.shard_weights else ""), file=stream)
+              + (" sharded weights" if config.shard_weights else "")
+              + (f" contraction({config.contraction})" if config.contraction > 1 else ""),
+              file=stream)
     print(BEST_FOOTER, file=stream)

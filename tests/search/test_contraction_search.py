@@ -121,3 +121,16 @@ def test_the_search_returns_a_valid_strategy_with_parameter_parallelism():
                     stream=open("/dev/null", "w"))
     validate(simulator.graph, result.best, 4)
     assert result.best_cost <= min(result.candidates.values())
+
+
+def test_the_best_strategy_block_marks_a_row_parallel_layer():
+    import io
+
+    from flexflow.scheduler.search import print_strategy
+    simulator = simulator_of(MODELS["mlp"])
+    stream = io.StringIO()
+    print_strategy(simulator.graph, megatron_strategy(simulator.graph, 4, 2), stream)
+    lines = stream.getvalue().splitlines()[1:-1]
+    assert lines[1] == ("[Dense_101] num_dims(2) dims[1,2] device_ids[0,1,2,3] "
+                        "contraction(2)")
+    assert sum(line.endswith(")") and "contraction" in line for line in lines) == 1
