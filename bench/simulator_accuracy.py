@@ -12,7 +12,8 @@ predictions, the measurement the median of all their iterations (after warm-up).
 parallel-execution test models under several strategy kinds, an AlexNet-style CNN with
 4096-wide dense layers under data parallelism, the "one weird trick" and an
 all-parameter-parallel strategy, and a deep MLP (bench/pipeline_overlap.py's, smaller) under
-data parallelism and as a pipeline of a stage a worker in 1, 2 and 4 micro-batches.
+data parallelism, as a pipeline of a stage a worker in 1, 2 and 4 micro-batches, with every
+dense layer split by output features, and in Megatron's pairs (column- then row-parallel).
 
 Reports per pair the relative error, and per cluster size and overall the median and worst
 absolute error and the Spearman rank correlation of predicted vs measured.
@@ -49,6 +50,7 @@ from flexflow.scheduler.planner import Planner, PlanOptions  # noqa: E402
 from flexflow.scheduler.pipelines import pipeline_strategy  # noqa: E402
 from flexflow.scheduler.search import SearchOptions, one_weird_trick  # noqa: E402
 from flexflow.scheduler.strategy import ParallelConfig, data_parallel_strategy  # noqa: E402
+from flexflow.scheduler.tensor_parallel import megatron_strategy  # noqa: E402
 
 ALEXNET_BATCH = 64
 TEST_KINDS = ("sample", "parameter", "reshard")
@@ -81,6 +83,11 @@ def pairs():
     for micro in (1, 2, 4):  # a stage a worker (1: placement, the stages one after the other)
         yield (f"deep_mlp/pipeline x{micro}", deep, DEEP_MLP.batch,
                lambda graph, n, micro=micro: pipeline_strategy(graph, n, n, micro))
+    # tensor parallelism over all workers: every dense layer but the last split by output
+    # features, against Megatron's pairs (column- then row-parallel, one sum a pair)
+    yield "deep_mlp/one-weird-trick", deep, DEEP_MLP.batch, one_weird_trick
+    yield ("deep_mlp/megatron", deep, DEEP_MLP.batch,
+           lambda graph, n: megatron_strategy(graph, n, n))
 
 
 def feed(ff, inputs, batch) -> None:
