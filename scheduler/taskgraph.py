@@ -250,7 +250,7 @@ class TaskGraphBuilder:
             if objective.through_softmax:
                 self.skip = self.last
         self._parts: dict[tuple[int, ParallelConfig], tuple[Partition, ...]] = {}
-        self._values_memo: dict[tuple[int, ParallelConfig], list] = {}
+        self._values_memo: dict[tuple[int, ParallelConfig, int | None], list] = {}
         self._weights_memo: dict[tuple[int, ParallelConfig], dict] = {}
         self._overlaps: dict[tuple, list] = {}
         self._weights_of: dict[tuple, tuple] = {}
