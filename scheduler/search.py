@@ -100,6 +100,7 @@ class SearchSpace:
         self.sharding = options.enable_weight_sharding
         self.pipelines = options.enable_pipeline_parallel
         self._degrees: dict[int, list[tuple[int, ...]]] = {}
+        self._summed: dict[int, int] = {}  # layer -> size of the dim it may sum over split (0)
 
     def degrees(self, layer: Layer) -> list[tuple[int, ...]]:
         """Every degree tuple: splittable dims of enabled kinds, each degree dividing its dim,
@@ -181,10 +182,14 @@ class SearchSpace:
         return [c for c in range(2, self.num_devices // parts + 1) if self._contracts(layer, c)]
 
     def _contracts(self, layer: Layer, count: int) -> bool:
-        """Whether the layer may split the dim it sums over `count` ways."""
-        found = layer.op.contraction(self.graph.in_specs(layer))
-        return (found is not None and found.size % count == 0
-                and layer is not self.graph.layers[-1])
+        """Whether the layer may split the dim it sums over `count` ways (its size asked of
+        the operator once a layer: every proposal asks)."""
+        if layer.index not in self._summed:
+            found = layer.op.contraction(self.graph.in_specs(layer))
+            self._summed[layer.index] = (0 if found is None or layer is self.graph.layers[-1]
+                                         else found.size)
+        size = self._summed[layer.index]
+        return size > 0 and size % count == 0
 
     def configs(self, layer: Layer) -> list[ParallelConfig]:
         """One configuration per degree tuple and contraction count the proposals may give
