@@ -48,7 +48,8 @@ def strategy_table(strategy: Mapping[str, ParallelConfig]) -> str:
     """One row per layer; a column saying which recompute, one saying which shard their
     weights, one with the partitions that share each output box (`ParallelConfig.contraction`),
     and one with each layer's micro-batches (a pipeline stage's parts on a device,
-    `pipelines.micro_batches`; its devices then listed once), where any does."""
+    `pipelines.micro_batches`; its devices then listed once, and 1F1B's bound on those
+    in flight where it has one), where any does."""
     marks = [(title, field) for title, field in (("recomputed", "recompute"),
                                                    ("sharded weights", "shard_weights"))
              if any(getattr(config, field) for config in strategy.values())]
@@ -64,11 +65,16 @@ def strategy_table(strategy: Mapping[str, ParallelConfig]) -> str:
                      device_ranges(list(dict.fromkeys(config.devices))))
                     + ((str(config.contraction) if config.contraction > 1 else "",)
                        if contracted else ())
-                    + ((str(micro[name]),) if piped else ())
+                    + ((micro_cell(micro[name], config.in_flight),) if piped else ())
                     + tuple("yes" if getattr(config, field) else "" for _, field in marks))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
                      for row in rows)
+
+
+def micro_cell(micro: int, in_flight: int) -> str:
+    """`8` for GPipe's 8 micro-batches, `8, 1F1B: 3 in flight` for 1F1B's."""
+    return str(micro) + (f", 1F1B: {in_flight} in flight" if in_flight else "")
 
 
 class _Compiled(Exception):

@@ -21,6 +21,13 @@ them, and nothing else: what its forward would have kept beyond them (its kept o
 `Kept.extra`) exists again at its backward only (the outputs made again besides are dropped
 before the backward's kernels make the gradients).
 
+A stage of a pipeline in 1F1B's schedule (`ParallelConfig.in_flight` = k) holds k
+micro-batches' activations at most, which the positions (per layer, not per micro-batch) cannot
+tell: the arrays of its other micro-batches, and what it sends of them, are left out
+(`TaskGraph.uncounted`); they reuse the memory the first k free. (What a stage receives is
+counted for the sender's k micro-batches, one more than the receiver's: an over-estimate of one
+micro-batch of the tensor between the stages.)
+
 A value or gradient sent to another device is an interval there too. Weights, their gradients
 and optimizer state (`weight_memory`) are held throughout. A sharded weight box
 (`ParallelConfig.shard_weights`) is held throughout as its shards, each on its owner with its
@@ -215,9 +222,11 @@ class MemoryModel:
         return (action.dst, self.backward_at(last_reader), self._grad_end(action.tensor),
                 action.box.volume * self.itemsize[action.tensor])
 
-    def intervals(self, tasks: Iterable[Task]) -> list[Interval]:
-        """The intervals of `tasks`, a whole task graph's."""
-        tasks = list(tasks)
+    def intervals(self, tasks: Iterable[Task], uncounted: frozenset = frozenset()
+                  ) -> list[Interval]:
+        """The intervals of `tasks`, a whole task graph's, but those of the tasks `uncounted`
+        (`TaskGraph.uncounted`: 1F1B's micro-batches beyond the first k)."""
+        tasks = [t for t in tasks if t.key not in uncounted] if uncounted else list(tasks)
         parts: dict[int, dict[int, Partition]] = {}
         for t in tasks:
             kind = type(t.action)
@@ -263,7 +272,7 @@ def iteration_memory(model: MemoryModel, taskgraph, num_devices: int,
     memory = weight_memory(model.graph, taskgraph.weight_devices, num_devices, state_copies,
                            model.training, taskgraph.replicated, gradients=False,
                            sharded=taskgraph.sharded, bucketed=taskgraph.bucketed_shards)
-    peaks = model.peak([as_rows(model.intervals(taskgraph.tasks)),
+    peaks = model.peak([as_rows(model.intervals(taskgraph.tasks, taskgraph.uncounted)),
                         as_rows(model.gradient_intervals(taskgraph.weight_devices,
                                                          taskgraph.replicated,
                                                          taskgraph.bucketed_shards))],

@@ -6,9 +6,14 @@ whose parts repeat devices. A layer of a stage on devices (4, 5) with 3 micro-ba
 degree 6 and devices (4, 5, 4, 5, 4, 5): parts 0-1 are micro-batch 0, data parallel over the
 stage's devices, parts 2-3 micro-batch 1, and so on. Each device runs its parts of a layer as
 micro-batches in lanes of their own (`taskgraph.Partition.lane`), which the executor fuses into
-groups of their own (`fusion.place_of`): GPipe's schedule. The gradients of a device's
-micro-batches are summed on the device before the update, as for any weight box several of a
-layer's parts use, so the numbers are the single device's.
+groups of their own (`fusion.place_of`), by default in GPipe's schedule: every forward, then
+every backward, so that a stage holds all its micro-batches' activations at once. In 1F1B's
+(`ParallelConfig.in_flight` = k) a device runs k forwards, then alternates a backward and a
+forward, so that it holds k micro-batches' activations at most; k is the count of stages from
+this one to the last, which keeps the last stage busy as GPipe does (`one_f_one_b_lanes`). The
+gradients of a device's micro-batches are summed on the device before the update, as for any
+weight box several of a layer's parts use, so the numbers are the single device's whatever the
+schedule.
 
 This module builds such strategies (the search's candidates, the benches' baselines) and reads
 the micro-batch count back from a configuration (`strategy show`).
@@ -16,13 +21,25 @@ the micro-batch count back from a configuration (`strategy show`).
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 
 from ..ops.graph import Graph
-from .strategy import ParallelConfig
+from .strategy import ParallelConfig, StrategyError
 
 MICRO_BATCH_COUNTS = (2, 4, 8)  # what the search's pipeline candidates try
 MOST_STAGES = 8  # the most stages they try (more makes one layer or two a stage)
+SCHEDULES = ("GPipe", "1F1B")
+
+
+def one_f_one_b_lanes(j: int, in_flight: int, micro: int) -> tuple[int, int]:
+    """The lanes (positions in its device's order, `fusion.place_of`) of the forward and the
+    backward of micro-batch j of `micro` under 1F1B with `in_flight` micro-batches: forwards
+    0 .. k-1 first, then the backward of 0, the forward of k, the backward of 1, and so on,
+    the last backwards at the end. With k = micro, GPipe's order."""
+    k = in_flight
+    forward = j if j < k else 2 * j - k + 1
+    return forward, min(k + 2 * j, micro + j)
 
 
 def micro_batches(config: ParallelConfig) -> int:
@@ -54,27 +71,39 @@ def stage_of_layers(work: list[float], stages: int) -> list[int]:
 
 
 def pipeline_strategy(graph: Graph, num_devices: int, stages: int, micro: int,
-                      recompute: bool = False) -> dict[str, ParallelConfig]:
+                      recompute: bool = False, schedule: str = "GPipe"
+                      ) -> dict[str, ParallelConfig]:
     """`stages` contiguous stages balanced by `layer_work`, stage s on devices [s*k, (s+1)*k)
     (k = num_devices / stages), each layer data parallel over its stage's devices in `micro`
-    micro-batches; a layer whose batch dim its operator cannot split runs whole on its stage's
-    first device. ValueError where the stages do not divide the devices, or the micro-batches
-    of a stage do not divide some splittable layer's batch."""
+    micro-batches, in `schedule` (one of SCHEDULES); a layer whose batch dim its operator
+    cannot split runs whole on its stage's first device. ValueError where the stages do not
+    divide the devices, the micro-batches of a stage do not divide some splittable layer's
+    batch, or 1F1B meets a layer run whole or one that sums over the batch (a batch norm):
+    its forward needs every micro-batch, so the first backward would wait for the forwards
+    1F1B puts after it."""
     if stages < 1 or num_devices % stages:
         raise ValueError(f"{stages} stages do not divide {num_devices} devices")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule {schedule!r} is none of {SCHEDULES}")
     per = num_devices // stages
     strategy = {}
     for layer, stage in zip(graph.layers, stage_of_layers(layer_work(graph), stages)):
         shape = graph.tensors[layer.outputs[0]].spec.shape
         devices = tuple(range(stage * per, (stage + 1) * per))
         rest = (1,) * (len(shape) - 1)
+        if schedule == "1F1B" and 0 in layer.op.reduction_dims:
+            raise ValueError(f"1F1B: layer '{layer.name}' sums over every micro-batch")
         if layer.op.dim_kinds(graph.in_specs(layer))[0] is None:
+            if schedule == "1F1B":
+                raise ValueError(f"1F1B: layer '{layer.name}' cannot run in micro-batches")
             strategy[layer.name] = ParallelConfig((1,) + rest, devices[:1], recompute)
             continue
         if shape[0] % (per * micro):
             raise ValueError(f"{micro} micro-batches over {per} devices do not divide the "
                              f"batch of {shape[0]} of layer '{layer.name}'")
-        strategy[layer.name] = ParallelConfig((per * micro,) + rest, devices * micro, recompute)
+        in_flight = min(stages - stage, micro) if schedule == "1F1B" else 0
+        strategy[layer.name] = ParallelConfig((per * micro,) + rest, devices * micro, recompute,
+                                              in_flight=in_flight)
     return strategy
 
 
@@ -82,20 +111,59 @@ def pipeline_candidates(graph: Graph, num_devices: int, recompute: bool
                         ) -> dict[str, dict[str, ParallelConfig]]:
     """The search's pipeline starting points, by name ("pipeline, 4 stages x 8
     micro-batches"): every stage count from 2 to `MOST_STAGES` that divides the devices and is
-    at most the layer count, with every count of `MICRO_BATCH_COUNTS` the batch allows; each
-    also recomputed where `recompute`."""
+    at most the layer count, with every count of `MICRO_BATCH_COUNTS` the batch allows, in
+    each of SCHEDULES the model allows; each also recomputed where `recompute`."""
     found = {}
     for stages in range(2, min(num_devices, len(graph.layers), MOST_STAGES) + 1):
         if num_devices % stages:
             continue
         for micro in MICRO_BATCH_COUNTS:
-            try:
-                strategy = pipeline_strategy(graph, num_devices, stages, micro)
-            except ValueError:
-                continue
-            name = f"pipeline, {stages} stages x {micro} micro-batches"
-            found[name] = strategy
-            if recompute:
-                found[name + ", recomputed"] = pipeline_strategy(graph, num_devices, stages,
-                                                                 micro, True)
+            for schedule in SCHEDULES:
+                try:
+                    strategy = pipeline_strategy(graph, num_devices, stages, micro,
+                                                 schedule=schedule)
+                except ValueError:
+                    continue
+                name = f"pipeline, {stages} stages x {micro} micro-batches" + (
+                    ", 1F1B" if schedule == "1F1B" else "")
+                found[name] = strategy
+                if recompute:
+                    found[name + ", recomputed"] = pipeline_strategy(
+                        graph, num_devices, stages, micro, True, schedule)
     return found
+
+
+def in_dependency_order(tasks: list) -> list:
+    """`tasks` (a task graph's, `taskgraph.Task`) reordered so that each comes after every task
+    it depends on, keeping their order where it may (a stable topological sort): 1F1B makes a
+    forward wait for a backward that the phases list after it. StrategyError where the
+    dependencies form a cycle: a micro-batch's backward that needs a later micro-batch's
+    forward (a layer that reads several micro-batches at once, such as one run whole or a
+    batch norm over the batch), so that 1F1B's order cannot be kept."""
+    index = {t.key: i for i, t in enumerate(tasks)}
+    waiting = [0] * len(tasks)
+    dependents: dict[int, list[int]] = {}
+    for i, t in enumerate(tasks):
+        for dep in t.deps:
+            d = index.get(dep)
+            if d is not None:
+                waiting[i] += 1
+                dependents.setdefault(d, []).append(i)
+    ready = [i for i, n in enumerate(waiting) if n == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        i = heapq.heappop(ready)
+        out.append(tasks[i])
+        for j in dependents.get(i, ()):
+            waiting[j] -= 1
+            if waiting[j] == 0:
+                heapq.heappush(ready, j)
+    if len(out) < len(tasks):
+        stuck = [t.key for i, t in enumerate(tasks) if waiting[i]]
+        waiter = next((k for k in stuck if k.phase == "forward"), stuck[0])
+        raise StrategyError(f"layer '{waiter.layer}': 1F1B's order of its micro-batches cannot "
+                            f"be kept: a later layer reads several micro-batches at once (one "
+                            f"run whole, a batch norm over the batch, another micro-batch "
+                            f"count), so a backward waits for a forward 1F1B puts after it")
+    return out

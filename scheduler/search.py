@@ -10,8 +10,9 @@ penalty); with `--enable-weight-sharding`, for a layer with trainable weights, s
 not, at even odds (the simulator costs the gathers' messages, and the memory model the shards
 and the transient whole boxes); with `--enable-pipeline-parallel`, at even odds instead, the
 configuration of the layer before or after it, where that fits it (which moves a pipeline's
-stage boundary by a layer), and a random configuration may then be run in 2, 4 or 8
-micro-batches. Picking the last layer proposes no change (FlexFlow's rule; the
+stage boundary by a layer, and carries its schedule, GPipe's or 1F1B's), and a random
+configuration may then be run in 2, 4 or 8 micro-batches (GPipe's schedule; a proposal whose
+1F1B order cannot be kept is never accepted: `_rank_of`). Picking the last layer proposes no change (FlexFlow's rule; the
 loss reads its output whole per sample). A proposal slower than the current strategy by
 `delta` ms is accepted with probability exp(-alpha * delta); every budget/100 proposals the
 search returns to the best strategy so far. `budget + 1` proposals are scored, as in FlexFlow.
@@ -26,7 +27,7 @@ trick": data-parallel convolutions, dense layers split by output features over a
 sharding is enabled) data parallelism with every weighted layer's weights sharded (and every
 layer recomputed too, where recomputation is enabled), and (when pipelines are enabled)
 pipelines of 2 stages and more, each stage data parallel over its share of the devices, in 2, 4
-or 8 micro-batches (scheduler/pipelines.py). Where recomputation is enabled and data
+or 8 micro-batches, in GPipe's schedule and in 1F1B's (scheduler/pipelines.py). Where recomputation is enabled and data
 parallelism does not fit, one more: data parallelism recomputing the fewest layers, most memory
 saved per flop first, that fits (`selective_recomputation`).
 Random choices come from one `random.Random(seed)`, so a seed gives one result.
@@ -48,7 +49,7 @@ from ..ops.graph import Graph, Layer
 from ..ops.spec import DimKind
 from .pipelines import MICRO_BATCH_COUNTS, pipeline_candidates
 from .simulator import Simulation, Simulator
-from .strategy import ParallelConfig, Strategy, data_parallel_strategy
+from .strategy import ParallelConfig, Strategy, StrategyError, data_parallel_strategy
 from .tensor_parallel import megatron_candidates
 
 BEST_HEADER = "=========== Best Discovered Strategy =========="
@@ -299,6 +300,17 @@ def _rank(simulation: Simulation) -> tuple[bool, float]:
     return bool(simulation.over), simulation.cost
 
 
+def _rank_of(simulate: Callable[[Strategy], Simulation], proposal: Strategy
+             ) -> tuple[bool, float]:
+    """The proposal's rank; one whose 1F1B order cannot be kept (a layer after a 1F1B stage
+    that reads several micro-batches at once: `pipelines.in_dependency_order`) ranks last, over
+    the memory limit at no finite cost, so that it is never accepted."""
+    try:
+        return _rank(simulate(proposal))
+    except StrategyError:
+        return True, math.inf
+
+
 def _accepted(proposal: tuple[bool, float], current: tuple[bool, float], alpha: float,
               rng: random.Random) -> bool:
     """MCMC's rule between two strategies on the same side of the memory limit; from one that
@@ -369,7 +381,7 @@ def _search(simulator: Simulator, options: SearchOptions, imported: Strategy | N
             proposal[layer.name] = (space.neighbour_config(layer, current, rng)
                                     if space.pipelines and rng.random() < 0.5
                                     else space.random_config(layer, rng))
-        rank = _rank(simulate(proposal))
+        rank = _rank_of(simulate, proposal)
         if iteration % 1000 == 0:
             print(f"iteration({iteration}) current_strategy({current_rank[1]:.4f}) "
                   f"best_strategy({best_rank[1]:.4f})", file=stream)
@@ -388,7 +400,8 @@ def _search(simulator: Simulator, options: SearchOptions, imported: Strategy | N
 def print_strategy(graph: Graph, strategy: Strategy, stream=None) -> None:
     """FlexFlow's best-strategy block; dims in FlexFlow's (reversed) order; a recomputed
     layer's line ends in " recomputed", one whose weights are sharded in " sharded weights",
-    and one that splits the features it sums over in " contraction(n)" (ours)."""
+    one that splits the features it sums over in " contraction(n)", and one run in 1F1B's
+    schedule with k micro-batches in flight in " 1f1b(k)" (ours)."""
     stream = stream or sys.stdout
     print(BEST_HEADER, file=stream)
     for layer in graph.layers:
@@ -398,6 +411,7 @@ def print_strategy(graph: Graph, strategy: Strategy, stream=None) -> None:
         print(f"[{layer.name}] num_dims({len(config.degrees)}) dims[{dims}] "
               f"device_ids[{devices}]" + (" recomputed" if config.recompute else "")
               + (" sharded weights" if config.shard_weights else "")
-              + (f" contraction({config.contraction})" if config.contraction > 1 else ""),
+              + (f" contraction({config.contraction})" if config.contraction > 1 else "")
+              + (f" 1f1b({config.in_flight})" if config.in_flight else ""),
               file=stream)
     print(BEST_FOOTER, file=stream)

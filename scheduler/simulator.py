@@ -690,7 +690,11 @@ class Simulator:
     def simulate(self, strategy: Strategy) -> Simulation:
         """The same result as `simulate_full` (for a valid strategy), recomputing only the
         segments whose tasks, or whose external dependencies' devices and relative epochs,
-        changed; costs are summed exactly (fsum), so the grouping order cannot matter."""
+        changed; costs are summed exactly (fsum), so the grouping order cannot matter. A
+        strategy with 1F1B's schedule (`ParallelConfig.in_flight`) is simulated whole: its
+        forwards wait for backwards, which the segments' order (forward first) cannot place."""
+        if any(config.in_flight for config in strategy.values()):
+            return self.simulate_taskgraph(self.builder.build(strategy))
         where, records = self._where, self._records
         made: set[TaskKey] = set()
         intervals = []  # each segment's rows of memory intervals

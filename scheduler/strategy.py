@@ -39,6 +39,11 @@ class ParallelConfig:
     # slice of the inputs and weights, and their partial outputs summed (an all-reduce, with
     # the collectives) so that each holds the box's value
     contraction: int = 1
+    # 1F1B's schedule for a layer run in micro-batches (several parts on one device, a pipeline
+    # stage, scheduler/pipelines.py): a device starts the forward of its micro-batch j + k only
+    # after the backward of its micro-batch j, so it holds the activations of k micro-batches
+    # at most (k = the stages from this one to the last); 0: GPipe's, every forward first
+    in_flight: int = 0
 
     @property
     def num_parts(self) -> int:
@@ -107,6 +112,17 @@ def check_config(graph: Graph, layer: Layer, config: ParallelConfig, num_devices
             raise StrategyError(f"{where}: dim {dim} cannot be split by this operator")
     if config.contraction != 1:
         _check_contraction(graph, layer, config, where)
+    if config.in_flight:
+        _check_in_flight(config, where)
+
+
+def _check_in_flight(config: ParallelConfig, where: str) -> None:
+    """1F1B bounds the micro-batches a device holds at once: at least one, at most as many
+    as the layer gives a device."""
+    micro = max(config.devices.count(d) for d in set(config.devices))
+    if not 1 <= config.in_flight <= micro:
+        raise StrategyError(f"{where}: {config.in_flight} micro-batches in flight (1F1B) but "
+                            f"the layer gives a device {micro}; between 1 and {micro}")
 
 
 def _check_contraction(graph: Graph, layer: Layer, config: ParallelConfig, where: str) -> None:

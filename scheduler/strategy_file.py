@@ -6,8 +6,10 @@ order each followed by a tab, the number of device ids, and the ids each followe
 
 JSON: `{"layers": {"<name>": {"degrees": [...batch-first...], "devices": [...]}}}`, and
 `"recompute": true` for a layer whose forward runs again in backward, `"shard_weights": true` for
-a layer whose weights stay sharded over their holders between uses (ours: FlexFlow's text format
-has no place for either, so saving such a strategy as text warns and leaves them out).
+a layer whose weights stay sharded over their holders between uses, `"in_flight": k` for a
+pipeline stage's layer run in 1F1B's schedule (ours: FlexFlow's text format has no place for
+these, so saving such a strategy as text warns and leaves them out), and `"contraction": c` for
+a split of the features a layer sums over (which the text format refuses: it changes what runs).
 
 Reading checks the file's form only; `load` also checks it against a model (every layer present,
 nothing unknown, each config fits), so a mismatched file is rejected rather than silently
@@ -84,7 +86,8 @@ def dumps_json(strategy: dict[str, ParallelConfig]) -> str:
     layers = {name: {"degrees": list(c.degrees), "devices": list(c.devices),
                      **({"recompute": True} if c.recompute else {}),
                      **({"shard_weights": True} if c.shard_weights else {}),
-                     **({"contraction": c.contraction} if c.contraction > 1 else {})}
+                     **({"contraction": c.contraction} if c.contraction > 1 else {}),
+                     **({"in_flight": c.in_flight} if c.in_flight else {})}
               for name, c in sorted(strategy.items())}
     return json.dumps({"layers": layers}, indent=1) + "\n"
 
@@ -107,17 +110,24 @@ def loads_json(text: str, source: str = "<json>") -> dict[str, ParallelConfig]:
         degrees, devices = lists
         recompute, shard = (_flag(source, name, entry, key)
                             for key in ("recompute", "shard_weights"))
-        contraction = entry.get("contraction", 1)
-        if type(contraction) is not int or not 1 <= contraction <= MAX_DEVICES:
-            raise StrategyError(f'{source}: layer {name!r} has "contraction" {contraction!r}: '
-                                f'it must be an integer from 1 to {MAX_DEVICES}')
+        contraction = _count(source, name, entry, "contraction", 1)
+        in_flight = _count(source, name, entry, "in_flight", 0)
         if not 1 <= len(degrees) <= MAX_DIMS or any(d < 1 for d in degrees) or any(
                 not 0 <= d <= MAX_DEVICES for d in devices):
             raise StrategyError(f"{source}: layer {name!r} has invalid degrees or devices (1 to "
                                 f"{MAX_DIMS} degrees >= 1, device ids 0..{MAX_DEVICES})")
         strategy[name] = _config(source, name, tuple(degrees), tuple(devices), recompute,
-                                 shard, contraction)
+                                 shard, contraction, in_flight)
     return strategy
+
+
+def _count(source: str, name: str, entry: dict, key: str, default: int) -> int:
+    """A layer's optional integer entry `key`, from `default` to MAX_DEVICES."""
+    value = entry.get(key, default)
+    if type(value) is not int or not default <= value <= MAX_DEVICES:
+        raise StrategyError(f'{source}: layer {name!r} has "{key}" {value!r}: it must be an '
+                            f'integer from {default} to {MAX_DEVICES}')
+    return value
 
 
 def _flag(source: str, name: str, entry: dict, key: str) -> bool:
@@ -130,7 +140,8 @@ def _flag(source: str, name: str, entry: dict, key: str) -> bool:
 
 
 def _config(source: str, name: str, degrees: tuple[int, ...], devices: tuple[int, ...],
-            recompute: bool = False, shard_weights: bool = False, contraction: int = 1):
+            recompute: bool = False, shard_weights: bool = False, contraction: int = 1,
+            in_flight: int = 0):
     """The config of layer `name`; no device ids means partition p on device p."""
     parts = contraction
     for d in degrees:
@@ -143,16 +154,18 @@ def _config(source: str, name: str, degrees: tuple[int, ...], devices: tuple[int
     elif len(devices) != parts:
         raise StrategyError(f"{source}: op {name!r} has {parts} partitions but {len(devices)} "
                             f"device ids")
-    return ParallelConfig(degrees, devices, recompute, shard_weights, contraction)
+    return ParallelConfig(degrees, devices, recompute, shard_weights, contraction, in_flight)
 
 
 def save(strategy: dict[str, ParallelConfig], path: str) -> None:
     """JSON when the file name ends in .json, FlexFlow's text format otherwise (which warns
-    where the strategy recomputes layers or shards their weights: the format cannot say so)."""
+    where the strategy recomputes layers, shards their weights or runs 1F1B's schedule: the
+    format cannot say so)."""
     if str(path).endswith(".json"):
         Path(path).write_text(dumps_json(strategy))
         return
-    for what, field in (("recomputation", "recompute"), ("weight sharding", "shard_weights")):
+    for what, field in (("recomputation", "recompute"), ("weight sharding", "shard_weights"),
+                        ("1F1B schedule", "in_flight")):
         named = sorted(name for name, config in strategy.items() if getattr(config, field))
         if named:
             warnings.warn(f"{path}: FlexFlow's text format has no {what}; the layers "

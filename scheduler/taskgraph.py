@@ -33,7 +33,7 @@ from ..ops.box import Box
 from ..ops.graph import Graph
 from . import actions as A
 from .collectives import BUCKET_BYTES, FIRST_BUCKET_BYTES
-from .pipelines import micro_batches
+from .pipelines import in_dependency_order, micro_batches, one_f_one_b_lanes
 from .shards import Shard, cut_limit, shards
 from .store import WeightKey
 from .strategy import ParallelConfig, Strategy, StrategyError, validate
@@ -126,6 +126,9 @@ class TaskGraph:
     replicated: frozenset[WeightKey] = frozenset()  # boxes every holder updates (all-reduced)
     sharded: frozenset[WeightKey] = frozenset()  # boxes kept as shards between uses
     collectives: bool = False  # sharded boxes then gathered and summed by collectives
+    # the tasks of the micro-batches 1F1B runs in the memory earlier ones freed
+    # (`Partition.counted`), whose arrays the memory model leaves out, and their sends'
+    uncounted: frozenset[TaskKey] = frozenset()
 
     @property
     def bucketed_shards(self) -> frozenset[WeightKey]:
@@ -155,15 +158,21 @@ class Partition:
     lanes of its forward and its backward. A device given several parts of a layer (m of them:
     a pipeline stage's micro-batches, scheduler/pipelines.py) runs each in a fused group of its
     own (`fusion.place_of`), so that the next stage starts on one micro-batch while this one
-    runs the next: the forward of its j-th part in lane j, the backward in lane m + j, so that
-    the stage runs every micro-batch's forward before the backwards (GPipe's schedule, whose
-    memory is the whole batch's, as the memory model counts it). Lane 0 for both otherwise."""
+    runs the next: in GPipe's schedule the forward of its j-th part in lane j, the backward in
+    lane m + j, so that the stage runs every micro-batch's forward before the backwards (and
+    holds the whole batch's activations, as the memory model counts them); in 1F1B's
+    (`ParallelConfig.in_flight` = k) in the lanes of `pipelines.one_f_one_b_lanes`, the
+    forward of part j >= k waiting for the backward of the device's part j - k (`waits_for`),
+    and only the first k counted by the memory model (the others reuse what those free). Lane
+    0 for both otherwise."""
 
     action: A.Forward
     device: int
     key: TaskKey
     lane: int = 0
     backward_lane: int = 0
+    waits_for: int | None = None  # the part whose backward this forward follows (1F1B)
+    counted: bool = True  # its arrays count towards its device's peak (`TaskGraph.uncounted`)
 
 
 @dataclass(frozen=True)
@@ -271,9 +280,8 @@ class TaskGraphBuilder:
         groups = reduction_groups(layer.op.reduction_dims, config.degrees)
         boxes = config.boxes(out_shapes[0])
         parts = []
-        micro = micro_batches(config)
         for p, device in enumerate(config.devices):
-            box, lane = boxes[p // c], config.devices[:p].count(device)
+            box = boxes[p // c]
             out_boxes = tuple(
                 Box(tuple(b if n == out_shapes[0][d] else (0, n)
                           for d, (b, n) in enumerate(zip(box.bounds, shape))))
@@ -291,8 +299,24 @@ class TaskGraphBuilder:
             action = A.Forward(index, p, out_boxes, in_boxes, weight_keys, group,
                                config.recompute, c)
             parts.append(Partition(action, device, TaskKey(layer.name, "forward", p, "forward"),
-                                   lane, lane + micro if micro > 1 else 0))
+                                   *self._schedule(index, config, p)))
         return tuple(parts)
+
+    def _schedule(self, index: int, config: ParallelConfig, p: int) -> tuple:
+        """Part p's lanes, the part it waits for and whether it is counted (`Partition`)."""
+        device = config.devices[p]
+        j, micro = config.devices[:p].count(device), micro_batches(config)
+        if micro == 1:
+            return 0, 0, None, True
+        k = config.in_flight if self.objective is not None else 0
+        if not k:
+            return j, micro + j, None, True
+        forward, backward = one_f_one_b_lanes(j, k, micro)
+        waits_for = None
+        if j >= k and index != self.skip:  # (a softmax the loss goes through has no backward)
+            mine = [q for q, d in enumerate(config.devices) if d == device]
+            waits_for = mine[j - k]
+        return forward, backward, waits_for, j < k
 
     def _values(self, strategy: Strategy, tensor: int, device: int | None = None
                 ) -> list[tuple[Box, int, TaskKey]]:
@@ -418,6 +442,8 @@ class TaskGraphBuilder:
         pending = []
         for p, part in enumerate(parts):
             deps = list(ready.get(part.device, ()))
+            if part.waits_for is not None:  # 1F1B: after that micro-batch's backward
+                deps.append(TaskKey(layer.name, "backward", part.waits_for, "backward"))
             for tensor, in_box in zip(layer.inputs, part.action.in_boxes):
                 deps += self._need_value(w, strategy, tensor, in_box, part.device)
             if part.action.group:
@@ -756,7 +782,26 @@ class TaskGraphBuilder:
         keys = [t.key for t in tg.tasks]
         if len(set(keys)) != len(keys):
             raise AssertionError("task keys are not unique")
+        if any(config.in_flight for config in strategy.values()):
+            tg.tasks = in_dependency_order(tg.tasks)  # 1F1B's forwards follow backwards
+            tg.uncounted = self._uncounted(strategy, tg.tasks)
         return tg
+
+    def _uncounted(self, strategy: Strategy, tasks: list[Task]) -> frozenset[TaskKey]:
+        """`TaskGraph.uncounted`: the forward, loss and backward tasks of the parts 1F1B does
+        not count, and the sends of what they make."""
+        found = set()
+        for layer in self.graph.layers:
+            for p, part in enumerate(self.parts(layer.index, strategy[layer.name])):
+                if not part.counted:
+                    found |= {TaskKey(layer.name, phase, p, kind) for phase, kind in (
+                        ("forward", "fpartial"), ("forward", "forward"),
+                        ("backward", "bpartial"), ("backward", "backward"))}
+                    if layer.index == self.last:
+                        found.add(TaskKey(layer.name, "loss", p, "loss"))
+        found |= {t.key for t in tasks if isinstance(t.action, A.Send)
+                  and any(d in found for d in t.deps)}
+        return frozenset(found)
 
 
 AFTER_BACKWARD = -1  # where the segments go that follow all of backward (`segments`)
