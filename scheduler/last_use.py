@@ -18,14 +18,18 @@ the host reads the predictions. A host read of what a run dropped raises `Releas
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Sequence
+from typing import Mapping, Sequence
 
+from ..ops.box import Box
 from ..ops.graph import Graph
 from . import actions as A
 from .fusion import Group
 
 VALUE, GRAD = "value", "grad"
-Release = tuple[str, int]  # (VALUE or GRAD, tensor): drop this device's pieces of it
+Rows = tuple[int, int]  # a range of a tensor's dim 0 (its samples)
+# (VALUE or GRAD, tensor, rows): drop this device's pieces of it, all of them (rows None) or
+# those within `rows`
+Release = tuple[str, int, Rows | None]
 
 
 class Released(LookupError):
@@ -41,23 +45,28 @@ def frees_at_last_use(phases: Sequence[str]) -> bool:
     return "forward" in phases and "loss" in phases
 
 
-def reads(action: A.Action, graph: Graph) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(tensors whose values, tensors whose gradients) `action` reads from its device's store."""
+def reads(action: A.Action, graph: Graph, forwards: Mapping[tuple[int, int], A.Forward]
+          ) -> tuple[list[tuple[int, Box]], list[tuple[int, Box]]]:
+    """((tensor, box) of the values, (tensor, box) of the gradients) `action` reads from its
+    device's store; `forwards`: each (layer, part)'s Forward action, whose boxes its backward
+    reads."""
     kind = type(action)
-    if kind is A.Forward:
-        return graph.layers[action.layer].inputs, ()
     if kind is A.ForwardPartial:
-        return graph.layers[action.forward.layer].inputs, ()
-    if kind is A.Backward:  # a recomputing one runs the layer's forward again first
-        return (graph.layers[action.layer].inputs if action.recompute else (),
-                graph.layers[action.layer].outputs)
-    if kind is A.BackwardPartial:
-        return (), graph.layers[action.layer].outputs
+        action, kind = action.forward, A.Forward
+    if kind is A.Forward:
+        return list(zip(graph.layers[action.layer].inputs, action.in_boxes)), []
+    if kind is A.Backward or kind is A.BackwardPartial:
+        forward, layer = forwards[(action.layer, action.part)], graph.layers[action.layer]
+        grads = list(zip(layer.outputs, forward.out_boxes))
+        if kind is A.Backward and action.recompute:  # it runs the layer's forward again first
+            return list(zip(layer.inputs, forward.in_boxes)), grads
+        return [], grads
     if kind is A.Loss:
-        return (action.output, action.label), ()
+        return [(action.output, action.box), (action.label, action.label_box)], []
     if kind is A.Send:
-        return ((), (action.tensor,)) if action.grad else ((action.tensor,), ())
-    return (), ()
+        return ([], [(action.tensor, action.box)]) if action.grad else (
+            [(action.tensor, action.box)], [])
+    return [], []
 
 
 def outputs(graph: Graph) -> frozenset[int]:
@@ -68,31 +77,54 @@ def outputs(graph: Graph) -> frozenset[int]:
 
 def with_releases(groups: list[Group], graph: Graph) -> list[Group]:
     """`groups` (fused, in run order), each given its `releases`: after its task i, what the
-    task was the last on its device to read."""
+    task was the last on its device to read, and the rows of a tensor (a micro-batch's) that
+    no later task on its device reads (`_releases`)."""
     kept = outputs(graph)
-    last: dict[tuple[int, str, int], tuple[int, int]] = {}
+    forwards = {(t.action.layer, t.action.part): t.action for group in groups
+                for t in group.tasks if type(t.action) is A.Forward}
+    read_at: dict[tuple[int, str, int], list[tuple[tuple[int, int], Rows | None]]] = {}
     for g, group in enumerate(groups):
         for i, task in enumerate(group.tasks):
-            values, grads = reads(task.action, graph)
-            for tensor in values:
-                if tensor not in kept:
-                    last[(group.device, VALUE, tensor)] = (g, i)
-            for tensor in grads:
-                last[(group.device, GRAD, tensor)] = (g, i)
+            values, grads = reads(task.action, graph, forwards)
+            for what, found in ((VALUE, values), (GRAD, grads)):
+                for tensor, box in found:
+                    if what == GRAD or tensor not in kept:
+                        read_at.setdefault((group.device, what, tensor), []).append(
+                            ((g, i), box.bounds[0] if box.bounds else None))
     per_task: dict[tuple[int, int], list[Release]] = {}
-    for (_, kind, tensor), where in last.items():
-        per_task.setdefault(where, []).append((kind, tensor))
+    for (_, what, tensor), found in read_at.items():
+        for where, release_ in _releases(what, tensor, found):
+            per_task.setdefault(where, []).append(release_)
     return [replace(group, releases=tuple(tuple(per_task.get((g, i), ()))
                                           for i in range(len(group.tasks))))
             for g, group in enumerate(groups)]
 
 
+def _releases(what: str, tensor: int, found: list[tuple[tuple[int, int], Rows | None]]):
+    """(where, release) of one tensor's value or gradient on one device, from its reads
+    (`found`: where, rows, in run order): everything after the last read; the rows of an
+    earlier read after it where no later read meets them (a pipeline's micro-batch, once its
+    backward is done: what 1F1B's memory relies on)."""
+    last = found[-1][0]
+    out = []
+    for n, (where, rows) in enumerate(found):
+        if where == last or rows is None:
+            continue
+        later = [r for w, r in found[n + 1:] if w != where]
+        if all(r is not None and (r[1] <= rows[0] or rows[1] <= r[0]) for r in later):
+            out.append((where, (what, tensor, rows)))
+    return out + [(last, (what, tensor, None))]
+
+
 def release(store, releases: Sequence[Release]) -> None:
-    """Drop from a device's store what `releases` name, noting that it did."""
-    store.released.update(releases)
-    for kind, tensor in releases:
-        if kind == VALUE:
-            store.values.pop(tensor, None)
-        else:
-            store.grads.pop(tensor, None)
-            store.received_grads.pop(tensor, None)
+    """Drop from a device's store what `releases` name, noting what it dropped whole."""
+    for what, tensor, rows in releases:
+        if rows is None:
+            store.released.add((what, tensor))
+        stores = (store.values,) if what == VALUE else (store.grads, store.received_grads)
+        for pieces in stores:
+            if rows is None:
+                pieces.pop(tensor, None)
+            elif tensor in pieces:
+                pieces[tensor] = [(box, array) for box, array in pieces[tensor]
+                                  if not rows[0] <= box.bounds[0][0] < box.bounds[0][1] <= rows[1]]

@@ -124,12 +124,14 @@ def test_without_micro_batches_every_lane_is_0():
 def test_the_memory_model_predicts_what_a_pipelines_devices_hold(monkeypatch, name):
     """A stage's device holds its layers' weights and every micro-batch's activations
     (GPipe's schedule; the model counts the whole batch's): never more than predicted (2% for
-    rounding), and at most 15% less (the devices drop a few per-micro-batch arrays sooner: 11%
-    of the tiny mlp's first stage)."""
+    rounding), and at most 25% less: the devices drop each micro-batch's arrays at its last
+    read (scheduler/last_use.py), where the model, whose positions are per layer, holds what a
+    layer's forward makes and the next one reads for every micro-batch at once (23% of the
+    transformer block's last stage, 11% of the tiny mlp's first)."""
     from .test_weight_sharding import peaks
     predicted, held = peaks(name, pipeline(2, 2, 4), 2, monkeypatch)
     for device, (p, h) in enumerate(zip(predicted, held)):
-        assert 0.98 * h <= p <= 1.15 * h, (device, p, h)
+        assert 0.98 * h <= p <= 1.25 * h, (device, p, h)
 
 
 # ---- strategy files and show --------------------------------------------------------------------
