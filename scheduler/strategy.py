@@ -118,11 +118,17 @@ def check_config(graph: Graph, layer: Layer, config: ParallelConfig, num_devices
 
 def _check_in_flight(config: ParallelConfig, where: str) -> None:
     """1F1B bounds the micro-batches a device holds at once: at least one, at most as many
-    as the layer gives a device."""
+    as the layer gives a device. Not with sharded weights: a device gathers a sharded box once
+    for all its micro-batches' forwards and once for their backwards, after every
+    micro-batch's previous step, which 1F1B's interleaving cannot wait for."""
     micro = max(config.devices.count(d) for d in set(config.devices))
     if not 1 <= config.in_flight <= micro:
         raise StrategyError(f"{where}: {config.in_flight} micro-batches in flight (1F1B) but "
                             f"the layer gives a device {micro}; between 1 and {micro}")
+    if config.shard_weights:
+        raise StrategyError(f"{where}: 1F1B with sharded weights: a device gathers the weights "
+                            f"once for every micro-batch's forward and once for the backwards; "
+                            f"run it in GPipe's schedule or unsharded")
 
 
 def _check_contraction(graph: Graph, layer: Layer, config: ParallelConfig, where: str) -> None:
