@@ -1,6 +1,7 @@
 """A whole step drops each activation and gradient at its last use (scheduler/last_use.py): the
 same numbers as phases run one by one (which keep everything), only the model's outputs left on
-the device afterwards, and a clear error for a host read of what was dropped."""
+the device afterwards, a micro-batch's rows dropped once no later read on the device meets them,
+and a clear error for a host read of what was dropped."""
 
 from __future__ import annotations
 
@@ -78,3 +79,28 @@ def test_reading_a_freed_value_or_gradient_says_so_and_how_to_keep_it():
         block.get_gradients(ff)
     ff.forward()
     np.testing.assert_array_equal(h.get_tensor(ff), np.maximum(h.get_tensor(ff), 0))
+
+
+def test_a_micro_batchs_rows_go_after_the_last_read_that_meets_them():
+    """Reads of rows (0, 4), (4, 8), then (0, 4) again: rows (4, 8) go after their read, since
+    no later read meets them; rows (0, 4) only with the whole, after the last read; a read of
+    unknown rows (a scalar's) drops nothing early."""
+    from flexflow.scheduler.last_use import GRAD, _releases
+    found = [((0, 0), (0, 4)), ((1, 0), (4, 8)), ((2, 0), (0, 4))]
+    assert _releases(GRAD, 7, found) == [((1, 0), (GRAD, 7, (4, 8))), ((2, 0), (GRAD, 7, None))]
+    assert _releases(GRAD, 7, [((0, 0), None), ((1, 0), (0, 4))]) == [
+        ((1, 0), (GRAD, 7, None))]
+
+
+def test_dropping_rows_keeps_the_pieces_outside_them():
+    from flexflow.ops.box import Box
+    from flexflow.scheduler.last_use import VALUE, release
+    from flexflow.scheduler.store import DeviceStore
+    store = DeviceStore(0, np)
+    for rows in ((0, 4), (4, 8), (2, 6)):
+        store.put(3, Box((rows, (0, 2))), np.zeros((4, 2), np.float32))
+    release(store, [(VALUE, 3, (0, 4))])
+    assert [box.bounds[0] for box, _ in store.values[3]] == [(4, 8), (2, 6)]
+    assert not store.released
+    release(store, [(VALUE, 3, None)])
+    assert 3 not in store.values and store.released == {(VALUE, 3)}
