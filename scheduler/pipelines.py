@@ -107,30 +107,34 @@ def pipeline_strategy(graph: Graph, num_devices: int, stages: int, micro: int,
     return strategy
 
 
-def pipeline_candidates(graph: Graph, num_devices: int, recompute: bool
-                        ) -> dict[str, dict[str, ParallelConfig]]:
-    """The search's pipeline starting points, by name ("pipeline, 4 stages x 8
-    micro-batches"): every stage count from 2 to `MOST_STAGES` that divides the devices and is
-    at most the layer count, with every count of `MICRO_BATCH_COUNTS` the batch allows, in
-    each of SCHEDULES the model allows; each also recomputed where `recompute`."""
+def pipeline_candidates(graph: Graph, num_devices: int, recompute: bool,
+                        schedule: str = "GPipe") -> dict[str, dict[str, ParallelConfig]]:
+    """The search's pipeline starting points in `schedule`, by name ("pipeline, 4 stages x 8
+    micro-batches", with ", 1F1B" after it in 1F1B's): every stage count from 2 to
+    `MOST_STAGES` that divides the devices and is at most the layer count, with every count of
+    `MICRO_BATCH_COUNTS` the batch allows; each also recomputed where `recompute`."""
     found = {}
     for stages in range(2, min(num_devices, len(graph.layers), MOST_STAGES) + 1):
         if num_devices % stages:
             continue
         for micro in MICRO_BATCH_COUNTS:
-            for schedule in SCHEDULES:
-                try:
-                    strategy = pipeline_strategy(graph, num_devices, stages, micro,
-                                                 schedule=schedule)
-                except ValueError:
-                    continue
-                name = f"pipeline, {stages} stages x {micro} micro-batches" + (
-                    ", 1F1B" if schedule == "1F1B" else "")
-                found[name] = strategy
-                if recompute:
-                    found[name + ", recomputed"] = pipeline_strategy(
-                        graph, num_devices, stages, micro, True, schedule)
+            try:
+                strategy = pipeline_strategy(graph, num_devices, stages, micro,
+                                             schedule=schedule)
+            except ValueError:
+                continue
+            name = one_f_one_b_name(f"pipeline, {stages} stages x {micro} micro-batches",
+                                    schedule == "1F1B")
+            found[name] = strategy
+            if recompute:
+                found[name + ", recomputed"] = pipeline_strategy(
+                    graph, num_devices, stages, micro, True, schedule)
     return found
+
+
+def one_f_one_b_name(name: str, twin: bool = True) -> str:
+    """The name of a GPipe pipeline candidate's 1F1B twin (itself where not `twin`)."""
+    return name.replace(" micro-batches", " micro-batches, 1F1B") if twin else name
 
 
 def in_dependency_order(tasks: list) -> list:

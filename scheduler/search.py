@@ -27,7 +27,8 @@ trick": data-parallel convolutions, dense layers split by output features over a
 sharding is enabled) data parallelism with every weighted layer's weights sharded (and every
 layer recomputed too, where recomputation is enabled), and (when pipelines are enabled)
 pipelines of 2 stages and more, each stage data parallel over its share of the devices, in 2, 4
-or 8 micro-batches, in GPipe's schedule and in 1F1B's (scheduler/pipelines.py). Where recomputation is enabled and data
+or 8 micro-batches, in GPipe's schedule, and in 1F1B's where GPipe's does not fit
+(`one_f_one_b_twins`; scheduler/pipelines.py). Where recomputation is enabled and data
 parallelism does not fit, one more: data parallelism recomputing the fewest layers, most memory
 saved per flop first, that fits (`selective_recomputation`).
 Random choices come from one `random.Random(seed)`, so a seed gives one result.
@@ -47,7 +48,7 @@ from typing import Callable
 
 from ..ops.graph import Graph, Layer
 from ..ops.spec import DimKind
-from .pipelines import MICRO_BATCH_COUNTS, pipeline_candidates
+from .pipelines import MICRO_BATCH_COUNTS, one_f_one_b_name, pipeline_candidates
 from .simulator import Simulation, Simulator
 from .strategy import ParallelConfig, Strategy, StrategyError, data_parallel_strategy
 from .tensor_parallel import megatron_candidates
@@ -218,6 +219,17 @@ def one_weird_trick(graph: Graph, num_devices: int) -> dict[str, ParallelConfig]
     return strategy
 
 
+def one_f_one_b_twins(graph: Graph, num_devices: int, options: SearchOptions,
+                      ranks: dict[str, tuple[bool, float]]) -> dict[str, Strategy]:
+    """The 1F1B twins of the GPipe pipeline candidates over the memory limit (`ranks`), by
+    name: the same stages and micro-batches, holding fewer micro-batches' activations. (Where
+    GPipe's fits, its twin is no faster: the same bubble, and on our machines' message
+    latencies often slower.)"""
+    twins = pipeline_candidates(graph, num_devices, options.enable_recomputation, "1F1B")
+    return {one_f_one_b_name(name): twins[one_f_one_b_name(name)] for name, (over, _) in
+            ranks.items() if over and one_f_one_b_name(name) in twins}
+
+
 def initial_candidates(graph: Graph, num_devices: int, options: SearchOptions,
                        imported: Strategy | None = None) -> dict[str, Strategy]:
     """The strategies the search starts from, by name: data parallelism, the imported strategy,
@@ -355,6 +367,10 @@ def _search(simulator: Simulator, options: SearchOptions, imported: Strategy | N
 
     candidates = initial_candidates(graph, num_devices, options, imported)
     ranks = {name: _rank(simulate(s)) for name, s in candidates.items()}
+    if options.enable_pipeline_parallel:
+        for name, strategy in one_f_one_b_twins(graph, num_devices, options, ranks).items():
+            candidates[name] = strategy
+            ranks[name] = _rank(simulate(strategy))
     if options.enable_recomputation and ranks["data parallel"][0]:
         found = selective_recomputation(graph, candidates["data parallel"], simulate)
         if found is not None:

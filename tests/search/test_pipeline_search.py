@@ -11,7 +11,8 @@ import pytest
 
 from flexflow.core import FFConfig
 from flexflow.scheduler.pipelines import micro_batches, pipeline_strategy
-from flexflow.scheduler.search import SearchOptions, SearchSpace, initial_candidates, search
+from flexflow.scheduler.search import (SearchOptions, SearchSpace, initial_candidates,
+                                       one_f_one_b_twins, search)
 from flexflow.scheduler.simulator import Simulator
 from flexflow.scheduler.strategy import ParallelConfig, StrategyError, data_parallel_strategy, validate
 from flexflow.scheduler.taskgraph import Checks
@@ -54,6 +55,8 @@ def test_delta_equals_full_around_pipelines(name, collectives):
     space = SearchSpace(graph, 4, options)
     rng = random.Random(len(name))
     starts = [s for n, s in initial_candidates(graph, 4, options).items() if "pipeline" in n]
+    over = {n: (True, 0.0) for n in initial_candidates(graph, 4, options)}
+    starts += list(one_f_one_b_twins(graph, 4, options, over).values())  # (none: batch norm)
     assert_delta_equals_full(simulator, space, starts, rng, 6)
 
 
@@ -88,18 +91,19 @@ def test_the_candidates_are_valid_pipelines_and_only_with_the_flag():
         found = {n: s for n, s in initial_candidates(graph, 4, options).items()
                  if n.startswith("pipeline")}
         # 2 and 4 stages; 2, 4 and 8 micro-batches where the batch of 8 allows (2 stages: 2
-        # devices a stage, so 2 and 4 micro-batches); each in GPipe's schedule and 1F1B's
+        # devices a stage, so 2 and 4 micro-batches); GPipe's schedule (1F1B's: the twins)
         plain = {n for n in found if not n.endswith("recomputed")}
-        gpipe = {"pipeline, 2 stages x 2 micro-batches", "pipeline, 2 stages x 4 micro-batches",
-                 "pipeline, 4 stages x 2 micro-batches", "pipeline, 4 stages x 4 micro-batches",
-                 "pipeline, 4 stages x 8 micro-batches"}
-        assert plain == gpipe | {n + ", 1F1B" for n in gpipe}
+        assert plain == {"pipeline, 2 stages x 2 micro-batches",
+                         "pipeline, 2 stages x 4 micro-batches",
+                         "pipeline, 4 stages x 2 micro-batches",
+                         "pipeline, 4 stages x 4 micro-batches",
+                         "pipeline, 4 stages x 8 micro-batches"}
         assert len(found) == len(plain) * (2 if recompute else 1)
         for name, strategy in found.items():
             validate(graph, strategy, 4)
             assert max(micro_batches(c) for c in strategy.values()) > 1, name
             assert all(c.recompute == name.endswith("recomputed") for c in strategy.values())
-            assert any(c.in_flight for c in strategy.values()) == ("1F1B" in name)
+            assert not any(c.in_flight for c in strategy.values())
     assert not any(n.startswith("pipeline")
                    for n in initial_candidates(graph, 4, SearchOptions(1)))
 
@@ -138,6 +142,30 @@ def test_under_a_limit_data_parallelism_exceeds_the_search_returns_a_fitting_str
     assert not simulator.simulate_full(found.best).over
     assert any(name.startswith("pipeline") and cost < found.candidates["data parallel"]
                for name, cost in found.candidates.items())
+
+
+def test_where_no_gpipe_pipeline_fits_the_search_tries_their_1f1b_twins():
+    """The transformer block on 4 devices under a limit that data parallelism and every GPipe
+    pipeline exceed (a stage holds all its micro-batches), but which 1F1B's pipelines of 2
+    stages fit (the first stage holds 2 micro-batches, the last 1): the twins are among the
+    candidates, only those of over-limit pipelines, and the search returns a fitting strategy."""
+    build = MODELS["transformer_block"]
+    plain = simulator_of(build)
+    graph = plain.graph
+    options = SearchOptions(20, enable_pipeline_parallel=True)
+    candidates = initial_candidates(graph, 4, options)
+    gpipe = min(max(plain.simulate(s).memory) for n, s in candidates.items()
+                if n.startswith("pipeline"))
+    twin = max(plain.simulate(pipeline_strategy(graph, 4, 2, 4, schedule="1F1B")).memory)
+    assert twin < gpipe and twin < max(plain.simulate(candidates["data parallel"]).memory)
+    machine = small_machine(4, 2)
+    kind = next(iter(machine.kinds.values()))
+    machine.kinds = {name: replace(kind, memory=(twin + gpipe) // 2) for name in machine.kinds}
+    simulator = simulator_of(build, machine=machine)
+    found = search(simulator, options, stream=io.StringIO())
+    assert "pipeline, 2 stages x 4 micro-batches, 1F1B" in found.candidates
+    assert not simulator.simulate_full(found.best).over
+    assert one_f_one_b_twins(graph, 4, options, {n: (False, 1.0) for n in candidates}) == {}
 
 
 def test_the_flag_reaches_the_search():
