@@ -21,8 +21,9 @@ The hand-made baselines:
   partial outputs once instead of gathering the hidden features (attention, one operator
   here, is split along the sequence as before: a head split is not built);
 * a pipeline across nodes: 4 stages, one a node (scheduler/pipelines.py: balanced by flops),
-  each data parallel over its node's 4 devices, in 2, 4 or 8 micro-batches (GPipe's schedule),
-  each count printed;
+  each data parallel over its node's 4 devices, in 2, 4 or 8 micro-batches, in GPipe's
+  schedule and in 1F1B's (stage s holds 4 - s micro-batches' activations at most), each
+  printed;
 * the last two recomputed too, as a user short of memory would (GPipe recomputes by default).
 
 The fastest fitting one of these (data parallelism aside) is what the search is compared with.
@@ -37,6 +38,7 @@ import os
 import sys
 import time
 from dataclasses import replace
+from itertools import product
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -50,8 +52,8 @@ from flexflow.losses import loss_function  # noqa: E402
 from flexflow.ops.optimizers import Adam  # noqa: E402
 from flexflow.ops.spec import DimKind  # noqa: E402
 from flexflow.scheduler import machine as machine_module  # noqa: E402
-from flexflow.scheduler.pipelines import (MICRO_BATCH_COUNTS, micro_batches,  # noqa: E402
-                                          pipeline_strategy)
+from flexflow.scheduler.pipelines import (MICRO_BATCH_COUNTS, SCHEDULES,  # noqa: E402
+                                          micro_batches, pipeline_strategy)
 from flexflow.scheduler.search import SearchOptions, search  # noqa: E402
 from flexflow.scheduler.simulator import Simulator  # noqa: E402
 from flexflow.scheduler.strategy import ParallelConfig, data_parallel_strategy  # noqa: E402
@@ -114,7 +116,7 @@ def describe(name: str, simulation, seconds: float | None = None) -> str:
 def hand_made(graph) -> dict[str, dict[str, ParallelConfig]]:
     """The baselines by name: data parallelism, FSDP, tensor parallelism in a node (also
     recomputed, as a user short of memory would), the pipeline across nodes in each count of
-    micro-batches (also recomputed: GPipe's own default)."""
+    micro-batches and each schedule (also recomputed: GPipe's own default)."""
     baselines = {
         "data parallel": data_parallel_strategy(graph, 16),
         "FSDP (ZeRO-3), full recomputation": fsdp_recomputed(graph, 16),
@@ -125,11 +127,12 @@ def hand_made(graph) -> dict[str, dict[str, ParallelConfig]]:
     baselines["Megatron in a node (4), data parallel across"] = megatron_in_node(graph, 4, 4)
     baselines["Megatron in a node, recomputed"] = recomputed(
         baselines["Megatron in a node (4), data parallel across"])
-    for micro in MICRO_BATCH_COUNTS:
-        pipeline = pipeline_strategy(graph, 16, 4, micro)
-        baselines[f"pipeline across nodes, {micro} micro-batches"] = pipeline
-        baselines[f"pipeline across nodes, {micro} micro-batches, recomputed"] = recomputed(
-            pipeline)
+    for micro, schedule in product(MICRO_BATCH_COUNTS, SCHEDULES):
+        pipeline = pipeline_strategy(graph, 16, 4, micro, schedule=schedule)
+        name = f"pipeline across nodes, {micro} micro-batches" + (
+            f", {schedule}" if schedule != "GPipe" else "")
+        baselines[name] = pipeline
+        baselines[f"{name}, recomputed"] = recomputed(pipeline)
     return baselines
 
 
@@ -139,12 +142,13 @@ def recomputed(strategy: dict[str, ParallelConfig]) -> dict[str, ParallelConfig]
 
 def choices(strategy: dict[str, ParallelConfig]) -> str:
     """What a strategy chose, in a few words: its layers recomputed, sharded, contracted
-    (row-parallel), pipelined."""
+    (row-parallel), pipelined (and in which schedule)."""
     configs = strategy.values()
     return (f"{sum(c.recompute for c in configs)} layers recomputed, "
             f"{sum(c.shard_weights for c in configs)} sharded, "
             f"{sum(c.contraction > 1 for c in configs)} row-parallel, most micro-batches "
-            f"{max(micro_batches(c) for c in configs)}, "
+            f"{max(micro_batches(c) for c in configs)} ({sum(bool(c.in_flight) for c in configs)}"
+            f" layers in 1F1B), "
             f"{sum(c.degrees[0] == c.num_parts for c in configs)} of {len(strategy)} split by "
             f"sample alone")
 

@@ -81,6 +81,10 @@ def test_the_hand_made_baselines_include_the_pipelines_and_their_recomputed_form
         assert {micro_batches(c) for c in pipeline.values()} == {micro}
         stages = [c.devices[:4] for c in pipeline.values()]
         assert stages == sorted(stages) and {s[0] for s in stages} == {0, 4, 8, 12}
+        assert not any(c.in_flight for c in pipeline.values())
+        one_f_one_b = baselines[f"pipeline across nodes, {micro} micro-batches, 1F1B"]
+        assert {(c.devices[0] // 4, c.in_flight) for c in one_f_one_b.values()} == {
+            (s, min(4 - s, micro)) for s in range(4)}  # stage s: 4 - s in flight
 
 
 def test_the_megatron_baseline_makes_each_mlps_second_dense_row_parallel(monkeypatch):
