@@ -109,7 +109,7 @@ def megatron_in_node(graph, nodes: int, per_node: int) -> dict[str, ParallelConf
 def describe(name: str, simulation, seconds: float | None = None) -> str:
     fits = "fits" if not simulation.over else "OVER memory"
     searched = f"  ({seconds:.0f} s search)" if seconds is not None else ""
-    return (f"{name:52s} {simulation.time:9.1f} ms  {max(simulation.memory) / GIB:6.2f} GiB "
+    return (f"{name:58s} {simulation.time:9.1f} ms  {max(simulation.memory) / GIB:6.2f} GiB "
             f"peak device  {fits}{searched}")
 
 
