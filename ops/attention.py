@@ -9,8 +9,12 @@ over directly. `add_bias_kv` appends a learned row to the projected keys and val
 
 Splits: the batch (SAMPLE) and the query length (ATTRIBUTE: each query row attends over all keys,
 so every partition reads key and value whole, and the executor sums their partial gradients).
-The output dim is embed_dim, produced by `out_proj` from all heads together, so head parallelism
-would need a reduction (a sum of the per-head-group products with `out_proj`) and is not declared.
+The heads split as Megatron's attention does (`contraction`): each of a box's partitions
+projects, attends and merges its share of the heads with its slices of the q/k/v projections
+(their rows) and of `out_proj` (its columns), and the partitions' products with `out_proj`
+are summed (the out bias added by the first alone); each partition keeps its own heads'
+projections and weights (`MadePartial`), and the input gradients it makes are partial sums,
+which the executor adds.
 
 Attention dropout is refused for now: it needs random numbers that are a pure function of
 (seed, global element index) so that every split draws the same mask.
@@ -21,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .base import Kept, Operator, expect_count, expect_float
+from .base import Contraction, Kept, MadePartial, Operator, expect_count, expect_float
 from .box import Box
 from .spec import DimKind, ShapeError, TensorSpec, WeightSpec
 from .vendor import matmul
@@ -111,46 +115,78 @@ class MultiHeadAttention(Operator):
         return tuple(specs)
 
     def _unpack(self, ws):
-        """Weights in spec order -> (kernels q/k/v, biases q/k/v or Nones, out kernel, out bias,
-        bias_k, bias_v)."""
+        """Weights in spec order -> (kernels q/k/v, biases q/k/v or Nones, out kernel, out bias
+        or None, bias_k, bias_v); a head split's later partitions have no out bias."""
         ws = list(ws)
         kernels = ws[:3]
         biases = ws[3:6] if self.bias else [None] * 3
         rest = ws[6:] if self.bias else ws[3:]
+        bias_kv = tuple(rest[-2:]) if self.add_bias_kv else (None, None)
+        rest = rest[:-2] if self.add_bias_kv else rest
         out_kernel = rest[0]
-        out_bias = rest[1] if self.bias else None
-        bias_kv = rest[-2:] if self.add_bias_kv else (None, None)
+        out_bias = rest[1] if len(rest) > 1 else None
         return kernels, biases, out_kernel, out_bias, bias_kv
 
     def forward(self, xp, xs, ws, part):
+        """The whole output; under a head split (`part.reduced`: the partitions' products
+        summed) that sum, and what this partition's heads keep (made by its `forward_partial`,
+        or again here where the forward is recomputed)."""
+        if part.reduced is None:
+            return self._attend(xp, xs, ws)
+        saved = part.made if part.made is not None else self._attend(xp, xs, ws)[1]
+        return [part.reduced], saved
+
+    def forward_partial(self, xp, xs, ws, part):
+        """A head split's share of the output: its heads' product with its columns of
+        `out_proj`, and what they keep for backward."""
+        (out,), saved = self._attend(xp, xs, ws)
+        return MadePartial(out, saved)
+
+    def _attend(self, xp, xs, ws):
+        """Attention over the heads `ws` holds (all, or a head split's share, their projections'
+        rows and `out_proj`'s columns), the out bias added where `ws` holds it."""
         kernels, biases, out_kernel, out_bias, bias_kv = self._unpack(ws)
         projected = []
         for x, kernel, bias in zip(xs, kernels, biases):
             y = matmul(xp, x, kernel.T)
             projected.append(y + bias if self.bias else y)
         q, k, v = projected
-        batch = q.shape[0]
+        batch, width = q.shape[0], q.shape[-1]
+        heads = width // (self.embed_dim // self.num_heads)
         extra = []  # rows appended to the projected keys and values: bias_kv, then zeros
         if self.add_bias_kv:
             extra.append(bias_kv)
         if self.add_zero_attn:
-            zero = xp.zeros((1, 1, self.embed_dim), dtype=k.dtype)
+            zero = xp.zeros((1, 1, width), dtype=k.dtype)
             extra.append((zero, zero))
         if extra:
-            k = xp.concatenate([k] + [xp.broadcast_to(bk, (batch, 1, self.embed_dim))
+            k = xp.concatenate([k] + [xp.broadcast_to(bk, (batch, 1, width))
                                       for bk, _ in extra], axis=1)
-            v = xp.concatenate([v] + [xp.broadcast_to(bv, (batch, 1, self.embed_dim))
+            v = xp.concatenate([v] + [xp.broadcast_to(bv, (batch, 1, width))
                                       for _, bv in extra], axis=1)
-        qh, kh, vh = (_split_heads(t, self.num_heads) for t in (q, k, v))
+        qh, kh, vh = (_split_heads(t, heads) for t in (q, k, v))
         scale = 1.0 / math.sqrt(self.embed_dim // self.num_heads)
         scores = matmul(xp, qh, kh.swapaxes(-1, -2)) * scale
         scores = xp.exp(scores - scores.max(axis=-1, keepdims=True))
         attn = scores / scores.sum(axis=-1, keepdims=True)
         context = _merge_heads(matmul(xp, attn, vh))
         out = matmul(xp, context, out_kernel.T)
-        if self.bias:
+        if out_bias is not None:
             out = out + out_bias
-        return [out], (xs, kernels, out_kernel, qh, kh, vh, attn, context, scale)
+        return [out], (xs, kernels, out_kernel, qh, kh, vh, attn, context, scale,
+                       out_bias is not None)
+
+    def contraction(self, inputs):
+        """The heads: the q/k/v projections' rows (and biases), `out_proj`'s columns and
+        bias_k/bias_v's features cut into the count's shares; the out bias read once."""
+        bias, extra = (3, 1) if self.bias else (0, 0)
+        out = 3 + bias
+        cut = [(0, 0), (1, 0), (2, 0)] + [(3 + i, 0) for i in range(bias)] + [(out, 1)]
+        if self.add_bias_kv:
+            cut += [(out + extra + 1, 2), (out + extra + 2, 2)]
+        return Contraction(size=self.num_heads, inputs=(), weights=tuple(cut),
+                           first_only=(out + 1,) if self.bias else (), kept_cut=True,
+                           what="heads")
 
     def kept_for_backward(self, inputs):
         """Its inputs, the projected queries, keys and values, the attention weights
@@ -161,10 +197,10 @@ class MultiHeadAttention(Operator):
         return Kept(inputs=(0, 1, 2), extra=query.itemsize * per_element)
 
     def backward(self, xp, dys, saved, part):
-        xs, kernels, out_kernel, qh, kh, vh, attn, context, scale = saved
+        xs, kernels, out_kernel, qh, kh, vh, attn, context, scale, out_bias = saved
         (dy,) = dys
-        dcontext, out_grads = _linear_backward(xp, dy, context, out_kernel, self.bias)
-        dctx = _split_heads(dcontext, self.num_heads)
+        dcontext, out_grads = _linear_backward(xp, dy, context, out_kernel, out_bias)
+        dctx = _split_heads(dcontext, qh.shape[1])
         dattn = matmul(xp, dctx, vh.swapaxes(-1, -2))
         dvh = matmul(xp, attn.swapaxes(-1, -2), dctx)
         dscores = attn * (dattn - (dattn * attn).sum(axis=-1, keepdims=True)) * scale

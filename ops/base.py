@@ -40,6 +40,8 @@ class Part:
     training: bool = True
     seed: int = 0
     reduced: Any = None  # partials of all partitions combined (see Operator.reduction_dims)
+    # what this partition's `forward_partial` made for its forward to keep (`MadePartial`)
+    made: Any = None
     input_grads: tuple[bool, ...] = ()  # per input, whether its gradient is wanted; () = all
     fed: tuple[bool, ...] = ()  # per input, whether it is fed (checked as loaded); () = none
 
@@ -91,6 +93,27 @@ class Contraction:
     inputs: tuple[tuple[int, int], ...]
     weights: tuple[tuple[int, int], ...]
     first_only: tuple[int, ...] = ()
+    # what a partition keeps beyond its inputs and outputs (`Kept.extra`) is its slice's alone
+    # (an attention's heads' projections and weights): the whole's over the count
+    kept_cut: bool = False
+    what: str = "features"  # what `size` counts, in messages
+
+
+@dataclass(frozen=True)
+class MadePartial:
+    """What `forward_partial` returns where the partition's forward keeps for backward what the
+    partial made (an attention's projections and weights of its heads): `value`, its share of
+    the output, is summed with the group's; `made` reaches its forward as `Part.made`."""
+
+    value: Any
+    made: Any
+
+
+def split_partial(partial) -> tuple[Any, Any]:
+    """(the value to combine, what the forward keeps or None) of a `forward_partial` result."""
+    if type(partial) is MadePartial:
+        return partial.value, partial.made
+    return partial, None
 
 
 def activation_kept(mode: str, itemsize: int = 4) -> Kept:

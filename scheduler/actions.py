@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..ops import losses
-from ..ops.base import Part
+from ..ops.base import Part, split_partial
 from ..ops.box import Box
 from ..ops.finite import all_finite, nonfinite_flag
 from ..ops.graph import Graph
@@ -103,6 +103,7 @@ def _combined(store, op, layer: int, phase: str, group: tuple[int, ...]):
 
 
 RECOMPUTE = "recompute in backward"  # what a recomputed forward keeps in place of its saved
+MADE = "made"  # the phase under which what a partial made (`ops.base.MadePartial`) waits
 
 
 @dataclass(frozen=True)
@@ -141,14 +142,17 @@ class Forward(Action):
         layer, xs, ws, part = self.operands(store, ctx)
         if self.group:
             part = replace(part, reduced=_combined(store, layer.op, self.layer, "forward",
-                                                   self.group))
+                                                   self.group),
+                           made=store.partials.pop((self.layer, MADE, self.part), None))
         ys, saved = layer.op.forward(store.xp, xs, ws, part)
         for tensor, box, y in zip(layer.outputs, self.out_boxes, ys):
             store.put(tensor, box, y)
         # (a recomputed forward keeps its Part: the same seed and combined statistics again;
-        # a contraction split's sum, the size of the output, only where it runs again)
+        # a contraction split's sum, the size of the output, only where it runs again; what
+        # its partial made is in `saved` or, recomputed, made again)
         if self.contraction > 1 and not self.recompute:
             part = replace(part, reduced=None)
+        part = replace(part, made=None)
         store.saved[(self.layer, self.part)] = (RECOMPUTE if self.recompute else saved, part,
                                                 self)
 
@@ -171,8 +175,10 @@ class ForwardPartial(Action):
 
     def run(self, store, ctx, out):
         layer, xs, ws, part = self.forward.operands(store, ctx)
-        store.partials[(self.forward.layer, "forward", self.forward.part)] = \
-            layer.op.forward_partial(store.xp, xs, ws, part)
+        partial, made = split_partial(layer.op.forward_partial(store.xp, xs, ws, part))
+        if made is not None:  # what its forward keeps, for it alone
+            store.partials[(self.forward.layer, MADE, self.forward.part)] = made
+        store.partials[(self.forward.layer, "forward", self.forward.part)] = partial
 
 
 @dataclass(frozen=True)

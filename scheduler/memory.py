@@ -68,6 +68,9 @@ class MemoryModel:
         self.readers = readers
         self.producer = {t.id: t.producer[0] for t in graph.tensors if t.producer is not None}
         self.kept = [self._kept(layer) for layer in graph.layers]
+        # the layers whose contraction partitions keep their slice's share of `Kept.extra`
+        self.kept_cut = frozenset(layer.index for layer in graph.layers if getattr(
+            layer.op.contraction(graph.in_specs(layer)), "kept_cut", False))
         # the layers whose recomputation moves a tensor's end: its readers and its producer
         self._deciders = {t.id: tuple(readers.get(t.id, ())) + (
             (self.producer[t.id],) if t.id in self.producer else ()) for t in graph.tensors}
@@ -152,8 +155,7 @@ class MemoryModel:
                 for t, box in zip(layer.outputs, action.out_boxes)]
         kept = None if action.recompute else self.kept[at]
         if kept is not None and kept.extra:
-            made.append((device, at, self.backward_at(at),
-                         int(kept.extra * action.out_boxes[0].volume)))
+            made.append((device, at, self.backward_at(at), self._extra(kept, action)))
         for index, (t, box) in enumerate(zip(layer.inputs, action.in_boxes)):
             if t in self.producer and not box.is_empty():
                 keeps = kept is not None and index in kept.inputs
@@ -209,8 +211,16 @@ class MemoryModel:
             made += [(device, at, at, forward.out_boxes[i].volume * self.itemsize[t])
                      for i, t in enumerate(layer.outputs) if i in kept.outputs]
             if kept.extra:
-                made.append((device, at, at, int(kept.extra * forward.out_boxes[0].volume)))
+                made.append((device, at, at, self._extra(kept, forward)))
         return tuple(made)
+
+    def _extra(self, kept: Kept, forward: A.Forward) -> int:
+        """The bytes of what `forward` keeps beyond its inputs and outputs: a share of the
+        heads' under a head split (`Contraction.kept_cut`)."""
+        nbytes = kept.extra * forward.out_boxes[0].volume
+        if forward.layer in self.kept_cut:
+            nbytes /= forward.contraction
+        return int(nbytes)
 
     def _sent_value(self, action: A.Send, parts_of) -> Interval:
         start = self.producer.get(action.tensor, 0)

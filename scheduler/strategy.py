@@ -141,7 +141,7 @@ def _check_contraction(graph: Graph, layer: Layer, config: ParallelConfig, where
                             f"with partial sums (dense layers do)")
     if c < 1 or found.size % c:
         raise StrategyError(f"{where}: contraction {c} does not divide the {found.size} "
-                            f"features the layer sums over")
+                            f"{found.what} the layer sums over")
     for b in range(0, config.num_parts, c):
         replicas = config.devices[b:b + c]
         if len(set(replicas)) < c:

@@ -3,7 +3,9 @@ split by its output features (column-parallel) and the second by the features it
 (`ParallelConfig.contraction`: row-parallel), so that each device of a group keeps its slice of
 the hidden features between them and the group sums the second's partial outputs once (an
 all-reduce with the collectives), where splitting both by output features would gather the
-hidden features and the output.
+hidden features and the output; and each attention split by its heads (its projections inside
+it: `ops/attention.py`), each device of a group attending with its share of the heads and the
+group summing their outputs once.
 
 This module finds such pairs and builds the strategies that use them (the search's candidate
 and the benches' baselines); the partitions themselves are `taskgraph`'s.
@@ -38,8 +40,9 @@ def megatron_strategy(graph: Graph, num_devices: int, group: int,
                       base: dict[str, ParallelConfig] | None = None
                       ) -> dict[str, ParallelConfig]:
     """`base` (data parallelism over `num_devices` by default) with each of `dense_pairs`
-    split Megatron's way over groups of `group` consecutive devices, the batch over the
-    groups. Raises ValueError naming the layer where the sizes do not divide."""
+    split Megatron's way over groups of `group` consecutive devices, and each attention whose
+    heads `group` divides split by its heads over them, the batch over the groups. Raises
+    ValueError naming the layer where a pair's sizes do not divide."""
     if num_devices % group:
         raise ValueError(f"groups of {group} do not divide {num_devices} devices")
     strategy = dict(base or data_parallel_strategy(graph, num_devices))
@@ -54,7 +57,23 @@ def megatron_strategy(graph: Graph, num_devices: int, group: int,
         rank = len(graph.tensors[second.outputs[0]].spec.shape)
         strategy[second.name] = ParallelConfig((groups,) + (1,) * (rank - 1), devices,
                                                contraction=group)
+    for layer in head_split_layers(graph, group):
+        shape = graph.tensors[layer.outputs[0]].spec.shape
+        if shape[0] % groups == 0:
+            strategy[layer.name] = ParallelConfig((groups,) + (1,) * (len(shape) - 1), devices,
+                                                  contraction=group)
     return strategy
+
+
+def head_split_layers(graph: Graph, group: int) -> list[Layer]:
+    """The attention layers whose heads `group` divides (not the model's last layer)."""
+    found = []
+    for layer in graph.layers[:-1]:
+        if layer.type_name == "MultiHeadAttention":
+            heads = layer.op.contraction(graph.in_specs(layer)).size
+            if heads % group == 0:
+                found.append(layer)
+    return found
 
 
 MEGATRON_GROUPS = (2, 4, 8)  # the group sizes of the search's Megatron candidates
@@ -62,12 +81,13 @@ MEGATRON_GROUPS = (2, 4, 8)  # the group sizes of the search's Megatron candidat
 
 def megatron_candidates(graph: Graph, num_devices: int) -> dict[str, dict[str, ParallelConfig]]:
     """The search's candidates by name: `megatron_strategy` in groups of each of
-    MEGATRON_GROUPS that divides the devices and the sizes (none without dense pairs)."""
+    MEGATRON_GROUPS that divides the devices and the sizes (none without dense pairs or an
+    attention whose heads the group divides)."""
     found = {}
-    if not dense_pairs(graph):
-        return found
+    pairs = bool(dense_pairs(graph))
     for group in MEGATRON_GROUPS:
-        if group <= num_devices and num_devices % group == 0:
+        if group <= num_devices and num_devices % group == 0 and (
+                pairs or head_split_layers(graph, group)):
             try:
                 found[f"megatron, groups of {group}"] = megatron_strategy(graph, num_devices,
                                                                          group)

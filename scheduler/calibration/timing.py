@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 import numpy
 
-from ...ops.base import Part
+from ...ops.base import Part, split_partial
 from ...ops.finite import all_finite
 from ..actions import synchronizer
 from ..cluster import array_module
@@ -116,8 +116,8 @@ def _operator_kernel(xp, rng, call: KernelCall) -> Callable[[], Any]:
     if call.phase == "forward_partial":
         return lambda: op.forward_partial(xp, xs, ws, part)
     if group:
-        part = replace(part, reduced=op.combine(
-            xp, [op.forward_partial(xp, xs, ws, part)] * group, "forward"))
+        partial, made = split_partial(op.forward_partial(xp, xs, ws, part))
+        part = replace(part, reduced=op.combine(xp, [partial] * group, "forward"), made=made)
     if call.phase == "forward":
         return lambda: op.forward(xp, xs, ws, part)
     ys, saved = op.forward(xp, xs, ws, part)
