@@ -16,10 +16,10 @@ The hand-made baselines:
   the embedding's output features) where it has one, else along its attribute dim (the sequence
   positions: attention, layer norm, softmax), else by sample;
 * Megatron's tensor parallelism inside a node, data parallel across: as the last, but the
-  second dense layer of each block's MLP split by the features it sums over
-  (`ParallelConfig.contraction`, scheduler/tensor_parallel.py), so that the node sums its
-  partial outputs once instead of gathering the hidden features (attention, one operator
-  here, is split along the sequence as before: a head split is not built);
+  second dense layer of each block's MLP split by the features it sums over and each
+  attention by its heads (`ParallelConfig.contraction`, scheduler/tensor_parallel.py), so that
+  the node sums the partial outputs of each once instead of gathering the hidden features or
+  the attention's input;
 * a pipeline across nodes: 4 stages, one a node (scheduler/pipelines.py: balanced by flops),
   each data parallel over its node's 4 devices, in 2, 4 or 8 micro-batches, in GPipe's
   schedule and in 1F1B's (stage s holds 4 - s micro-batches' activations at most), each
