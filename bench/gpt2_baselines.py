@@ -18,8 +18,10 @@ The hand-made baselines:
 * Megatron's tensor parallelism inside a node, data parallel across: as the last, but the
   second dense layer of each block's MLP split by the features it sums over and each
   attention by its heads (`ParallelConfig.contraction`, scheduler/tensor_parallel.py), so that
-  the node sums the partial outputs of each once instead of gathering the hidden features or
-  the attention's input;
+  the node sums the partial outputs of each once instead of gathering the hidden features
+  (the layer norms and residual adds stay split by positions: our strategies cannot run a
+  layer replicated, as Megatron runs them, so each attention gathers its input);
+* the same with attention split by positions instead of heads (Megatron's MLP alone);
 * a pipeline across nodes: 4 stages, one a node (scheduler/pipelines.py: balanced by flops),
   each data parallel over its node's 4 devices, in 2, 4 or 8 micro-batches, in GPipe's
   schedule and in 1F1B's (stage s holds 4 - s micro-batches' activations at most), each
@@ -99,11 +101,13 @@ def tensor_in_node(graph, nodes: int, per_node: int) -> dict[str, ParallelConfig
     return strategy
 
 
-def megatron_in_node(graph, nodes: int, per_node: int) -> dict[str, ParallelConfig]:
+def megatron_in_node(graph, nodes: int, per_node: int, heads: bool = True
+                     ) -> dict[str, ParallelConfig]:
     """`tensor_in_node` with each dense pair Megatron's: the first column-parallel, the second
-    row-parallel, over a node's devices."""
+    row-parallel, over a node's devices; and each attention split by its heads there where
+    `heads` (else by positions, as `tensor_in_node` splits it)."""
     return megatron_strategy(graph, nodes * per_node, per_node,
-                             tensor_in_node(graph, nodes, per_node))
+                             tensor_in_node(graph, nodes, per_node), heads)
 
 
 def describe(name: str, simulation, seconds: float | None = None) -> str:
@@ -127,6 +131,10 @@ def hand_made(graph) -> dict[str, dict[str, ParallelConfig]]:
     baselines["Megatron in a node (4), data parallel across"] = megatron_in_node(graph, 4, 4)
     baselines["Megatron in a node, recomputed"] = recomputed(
         baselines["Megatron in a node (4), data parallel across"])
+    baselines["Megatron's MLP in a node, attention by positions"] = megatron_in_node(
+        graph, 4, 4, heads=False)
+    baselines["Megatron's MLP, attention by positions, recomputed"] = recomputed(
+        baselines["Megatron's MLP in a node, attention by positions"])
     for micro, schedule in product(MICRO_BATCH_COUNTS, SCHEDULES):
         pipeline = pipeline_strategy(graph, 16, 4, micro, schedule=schedule)
         name = f"pipeline across nodes, {micro} micro-batches" + (

@@ -37,12 +37,12 @@ def dense_pairs(graph: Graph) -> list[tuple[Layer, Layer]]:
 
 
 def megatron_strategy(graph: Graph, num_devices: int, group: int,
-                      base: dict[str, ParallelConfig] | None = None
+                      base: dict[str, ParallelConfig] | None = None, heads: bool = True
                       ) -> dict[str, ParallelConfig]:
     """`base` (data parallelism over `num_devices` by default) with each of `dense_pairs`
-    split Megatron's way over groups of `group` consecutive devices, and each attention whose
-    heads `group` divides split by its heads over them, the batch over the groups. Raises
-    ValueError naming the layer where a pair's sizes do not divide."""
+    split Megatron's way over groups of `group` consecutive devices, and (where `heads`) each
+    attention whose heads `group` divides split by its heads over them, the batch over the
+    groups. Raises ValueError naming the layer where a pair's sizes do not divide."""
     if num_devices % group:
         raise ValueError(f"groups of {group} do not divide {num_devices} devices")
     strategy = dict(base or data_parallel_strategy(graph, num_devices))
@@ -57,7 +57,7 @@ def megatron_strategy(graph: Graph, num_devices: int, group: int,
         rank = len(graph.tensors[second.outputs[0]].spec.shape)
         strategy[second.name] = ParallelConfig((groups,) + (1,) * (rank - 1), devices,
                                                contraction=group)
-    for layer in head_split_layers(graph, group):
+    for layer in head_split_layers(graph, group) if heads else ():
         shape = graph.tensors[layer.outputs[0]].spec.shape
         if shape[0] % groups == 0:
             strategy[layer.name] = ParallelConfig((groups,) + (1,) * (len(shape) - 1), devices,

@@ -87,7 +87,8 @@ def test_the_hand_made_baselines_include_the_pipelines_and_their_recomputed_form
             (s, min(4 - s, micro)) for s in range(4)}  # stage s: 4 - s in flight
 
 
-def test_the_megatron_baseline_makes_each_mlps_second_dense_row_parallel(monkeypatch):
+def test_the_megatron_baseline_makes_each_mlps_second_dense_row_parallel_and_splits_heads(
+        monkeypatch):
     monkeypatch.syspath_prepend(str(BENCH))
     import dnn
     import gpt2_baselines
@@ -101,3 +102,9 @@ def test_the_megatron_baseline_makes_each_mlps_second_dense_row_parallel(monkeyp
     assert rows and len(rows) == (len(dense) - 1) // 2  # one a block; the classifier not
     for layer in rows:
         assert megatron[layer.name].degrees == (2, 1, 1)
+    attention = [layer for layer in graph.layers if layer.type_name == "MultiHeadAttention"]
+    assert attention and all(megatron[layer.name].contraction == 2 for layer in attention)
+    by_positions = gpt2_baselines.megatron_in_node(graph, 2, 2, heads=False)
+    assert all(by_positions[layer.name].contraction == 1
+               and by_positions[layer.name].degrees[1] == 2 for layer in attention)
+    assert all(by_positions[layer.name] == megatron[layer.name] for layer in rows)
