@@ -47,6 +47,14 @@ def micro_batches(config: ParallelConfig) -> int:
     return max(Counter(config.devices).values())
 
 
+def held_share(strategy) -> float:
+    """The largest share of its micro-batches a layer's device holds at once under the
+    strategy's schedule (in_flight / micro-batches in 1F1B's, 1 in GPipe's): its first stage's,
+    what 1F1B saves least on."""
+    return max((config.in_flight or micro_batches(config)) / micro_batches(config)
+               for config in strategy.values())
+
+
 def layer_work(graph: Graph) -> list[float]:
     """Each layer's share of an iteration's work, to balance stages by: its analytic flops,
     and at least one per output element (element-wise layers are bound by memory, not

@@ -48,7 +48,8 @@ from typing import Callable
 
 from ..ops.graph import Graph, Layer
 from ..ops.spec import DimKind
-from .pipelines import MICRO_BATCH_COUNTS, one_f_one_b_name, pipeline_candidates
+from .pipelines import (MICRO_BATCH_COUNTS, held_share, one_f_one_b_name,
+                        pipeline_candidates)
 from .simulator import Simulation, Simulator
 from .strategy import ParallelConfig, Strategy, StrategyError, data_parallel_strategy
 from .tensor_parallel import megatron_candidates
@@ -220,14 +221,19 @@ def one_weird_trick(graph: Graph, num_devices: int) -> dict[str, ParallelConfig]
 
 
 def one_f_one_b_twins(graph: Graph, num_devices: int, options: SearchOptions,
-                      ranks: dict[str, tuple[bool, float]]) -> dict[str, Strategy]:
-    """The 1F1B twins of the GPipe pipeline candidates over the memory limit (`ranks`), by
-    name: the same stages and micro-batches, holding fewer micro-batches' activations. (Where
-    GPipe's fits, its twin is no faster: the same bubble, and on our machines' message
-    latencies often slower.)"""
+                      over: dict[str, float]) -> dict[str, Strategy]:
+    """The 1F1B twins of `TWINS` of the GPipe pipeline candidates over the memory limit
+    (`over`: candidates over it, by name, with their simulated times), by name: the same stages
+    and micro-batches, holding fewer micro-batches' activations (`pipelines.held_share`) in
+    about the same time (the same bubble; on our machines' message latencies often a little
+    more). Those that hold the smallest share of their micro-batches come first, the fastest
+    first among equals. (Where GPipe's fits, its twin is no faster. A twin is simulated whole,
+    1-2 s for GPT-2 medium on 16 devices: `Simulator.simulate`.)"""
     twins = pipeline_candidates(graph, num_devices, options.enable_recomputation, "1F1B")
-    return {one_f_one_b_name(name): twins[one_f_one_b_name(name)] for name, (over, _) in
-            ranks.items() if over and one_f_one_b_name(name) in twins}
+    found = sorted((held_share(twins[one_f_one_b_name(name)]), time, name)
+                   for name, time in over.items() if one_f_one_b_name(name) in twins)
+    return {one_f_one_b_name(name): twins[one_f_one_b_name(name)]
+            for _, _, name in found[:TWINS]}
 
 
 def initial_candidates(graph: Graph, num_devices: int, options: SearchOptions,
@@ -263,6 +269,7 @@ def initial_candidates(graph: Graph, num_devices: int, options: SearchOptions,
 
 
 SELECTIVE = "data parallel, selectively recomputed"
+TWINS = 2  # the 1F1B twins the search tries (`one_f_one_b_twins`)
 
 
 def recomputation_order(graph: Graph) -> list[str]:
@@ -366,9 +373,11 @@ def _search(simulator: Simulator, options: SearchOptions, imported: Strategy | N
     started = time.perf_counter()
 
     candidates = initial_candidates(graph, num_devices, options, imported)
-    ranks = {name: _rank(simulate(s)) for name, s in candidates.items()}
+    simulated = {name: simulate(s) for name, s in candidates.items()}
+    ranks = {name: _rank(simulation) for name, simulation in simulated.items()}
     if options.enable_pipeline_parallel:
-        for name, strategy in one_f_one_b_twins(graph, num_devices, options, ranks).items():
+        over = {name: s.time for name, s in simulated.items() if s.over}
+        for name, strategy in one_f_one_b_twins(graph, num_devices, options, over).items():
             candidates[name] = strategy
             ranks[name] = _rank(simulate(strategy))
     if options.enable_recomputation and ranks["data parallel"][0]:

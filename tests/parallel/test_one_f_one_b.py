@@ -226,3 +226,11 @@ def test_strategy_show_and_the_best_strategy_block_name_the_schedule(tmp_path, c
     block = io.StringIO()
     print_strategy(ff.graph, ff.strategy, block)
     assert "device_ids[0,0,0,0] 1f1b(2)" in block.getvalue()
+
+
+def test_the_share_a_first_stage_holds_is_its_in_flight_over_its_micro_batches():
+    from flexflow.scheduler.pipelines import held_share
+    ff, _ = compiled("mlp", ["-ll:gpu", "2", "--in-process"])
+    assert held_share(pipeline_strategy(ff.graph, 2, 2, 4)) == 1.0
+    assert held_share(pipeline_strategy(ff.graph, 2, 2, 4, schedule="1F1B")) == 0.5
+    assert held_share(pipeline_strategy(ff.graph, 2, 2, 2, schedule="1F1B")) == 1.0
