@@ -234,3 +234,20 @@ def test_the_share_a_first_stage_holds_is_its_in_flight_over_its_micro_batches()
     assert held_share(pipeline_strategy(ff.graph, 2, 2, 4)) == 1.0
     assert held_share(pipeline_strategy(ff.graph, 2, 2, 4, schedule="1F1B")) == 0.5
     assert held_share(pipeline_strategy(ff.graph, 2, 2, 2, schedule="1F1B")) == 1.0
+
+
+def test_a_forward_alone_runs_a_1f1b_pipeline_and_predicts_as_one_device():
+    """A forward pass (no backward to wait for) of the trained pipeline gives the single
+    device's probabilities."""
+    from .models import batches
+    found = []
+    for n, configs in ((1, None), (2, one_f_one_b(2, 2, 4))):
+        argv = ["-ll:gpu", "2", "--in-process"] if n > 1 else []
+        ff, inputs = compiled("transformer_block", argv, configs)
+        train_losses(ff, inputs, 2)
+        [(xs, _)] = batches(inputs, 1, seed=7)
+        for tensor, array in zip(inputs, xs):
+            tensor.set_tensor(ff, array)
+        ff.forward(training=False)
+        found.append(ff.get_last_layer().get_output_tensor().get_tensor(ff))
+    np.testing.assert_allclose(found[1], found[0], rtol=1e-5, atol=1e-6)
