@@ -15,13 +15,14 @@ The hand-made baselines:
   and inside each node every layer split 4 ways along its parameter dim (the dense layers' and
   the embedding's output features) where it has one, else along its attribute dim (the sequence
   positions: attention, layer norm, softmax), else by sample;
-* Megatron's tensor parallelism inside a node, data parallel across: as the last, but the
-  second dense layer of each block's MLP split by the features it sums over and each
-  attention by its heads (`ParallelConfig.contraction`, scheduler/tensor_parallel.py), so that
-  the node sums the partial outputs of each once instead of gathering the hidden features
-  (the layer norms and residual adds stay split by positions: our strategies cannot run a
-  layer replicated, as Megatron runs them, so each attention gathers its input);
-* the same with attention split by positions instead of heads (Megatron's MLP alone);
+* Megatron's tensor parallelism inside a node, data parallel across, in Megatron-LM's
+  layout: the second dense layer of each block's MLP split by the features it sums over and
+  each attention by its heads (`ParallelConfig.contraction`, scheduler/tensor_parallel.py),
+  so that the node sums the partial outputs of each once, and the layer norms and residual
+  adds replicated on the node's devices (`ParallelConfig.replicas`), so that each split layer
+  reads its input where it runs;
+* Megatron's MLP alone: the dense pairs so, attention and the rest split by positions as in
+  the tensor-parallel baseline;
 * a pipeline across nodes: 4 stages, one a node (scheduler/pipelines.py: balanced by flops),
   each data parallel over its node's 4 devices, in 2, 4 or 8 micro-batches, in GPipe's
   schedule and in 1F1B's (stage s holds 4 - s micro-batches' activations at most), each
@@ -104,10 +105,12 @@ def tensor_in_node(graph, nodes: int, per_node: int) -> dict[str, ParallelConfig
 def megatron_in_node(graph, nodes: int, per_node: int, heads: bool = True
                      ) -> dict[str, ParallelConfig]:
     """`tensor_in_node` with each dense pair Megatron's: the first column-parallel, the second
-    row-parallel, over a node's devices; and each attention split by its heads there where
-    `heads` (else by positions, as `tensor_in_node` splits it)."""
+    row-parallel, over a node's devices; where `heads`, Megatron-LM's whole layout: each
+    attention split by its heads there and the layer norms and residual adds replicated on
+    the node's devices (else attention and the rest by positions, as `tensor_in_node` splits
+    them)."""
     return megatron_strategy(graph, nodes * per_node, per_node,
-                             tensor_in_node(graph, nodes, per_node), heads)
+                             tensor_in_node(graph, nodes, per_node), heads, replicate=heads)
 
 
 def describe(name: str, simulation, seconds: float | None = None) -> str:

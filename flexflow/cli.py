@@ -46,25 +46,26 @@ def device_ranges(devices: Sequence[int]) -> str:
 
 def strategy_table(strategy: Mapping[str, ParallelConfig]) -> str:
     """One row per layer; a column saying which recompute, one saying which shard their
-    weights, one with the partitions that share each output box (`ParallelConfig.contraction`),
-    and one with each layer's micro-batches (a pipeline stage's parts on a device,
+    weights, one with the partitions that share each output box by splitting its sum
+    (`ParallelConfig.contraction`), one with those that compute it whole (`replicas`), and one
+    with each layer's micro-batches (a pipeline stage's parts on a device,
     `pipelines.micro_batches`; its devices then listed once, and 1F1B's bound on those
     in flight where it has one), where any does."""
     marks = [(title, field) for title, field in (("recomputed", "recompute"),
                                                    ("sharded weights", "shard_weights"))
              if any(getattr(config, field) for config in strategy.values())]
+    counts = [field for field in ("contraction", "replicas")
+              if any(getattr(config, field) > 1 for config in strategy.values())]
     micro = {name: micro_batches(config) for name, config in strategy.items()}
     piped = any(m > 1 for m in micro.values())
-    contracted = any(config.contraction > 1 for config in strategy.values())
-    rows = [("layer", "degrees (batch first)", "parts", "devices")
-            + (("contraction",) if contracted else ())
+    rows = [("layer", "degrees (batch first)", "parts", "devices") + tuple(counts)
             + (("micro-batches",) if piped else ()) + tuple(title for title, _ in marks)]
     for name in sorted(strategy, key=guid_order):
         config = strategy[name]
         rows.append((name, " x ".join(str(d) for d in config.degrees), str(config.num_parts),
                      device_ranges(list(dict.fromkeys(config.devices))))
-                    + ((str(config.contraction) if config.contraction > 1 else "",)
-                       if contracted else ())
+                    + tuple(str(getattr(config, field)) if getattr(config, field) > 1 else ""
+                            for field in counts)
                     + ((micro_cell(micro[name], config.in_flight),) if piped else ())
                     + tuple("yes" if getattr(config, field) else "" for _, field in marks))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

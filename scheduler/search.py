@@ -425,8 +425,9 @@ def _search(simulator: Simulator, options: SearchOptions, imported: Strategy | N
 def print_strategy(graph: Graph, strategy: Strategy, stream=None) -> None:
     """FlexFlow's best-strategy block; dims in FlexFlow's (reversed) order; a recomputed
     layer's line ends in " recomputed", one whose weights are sharded in " sharded weights",
-    one that splits the features it sums over in " contraction(n)", and one run in 1F1B's
-    schedule with k micro-batches in flight in " 1f1b(k)" (ours)."""
+    one that splits the features it sums over in " contraction(n)", one run in 1F1B's
+    schedule with k micro-batches in flight in " 1f1b(k)", and one whose boxes r devices
+    compute in " replicas(r)" (ours)."""
     stream = stream or sys.stdout
     print(BEST_HEADER, file=stream)
     for layer in graph.layers:
@@ -437,6 +438,7 @@ def print_strategy(graph: Graph, strategy: Strategy, stream=None) -> None:
               f"device_ids[{devices}]" + (" recomputed" if config.recompute else "")
               + (" sharded weights" if config.shard_weights else "")
               + (f" contraction({config.contraction})" if config.contraction > 1 else "")
-              + (f" 1f1b({config.in_flight})" if config.in_flight else ""),
+              + (f" 1f1b({config.in_flight})" if config.in_flight else "")
+              + (f" replicas({config.replicas})" if config.replicas > 1 else ""),
               file=stream)
     print(BEST_FOOTER, file=stream)

@@ -44,10 +44,21 @@ class ParallelConfig:
     # after the backward of its micro-batch j, so it holds the activations of k micro-batches
     # at most (k = the stages from this one to the last); 0: GPipe's, every forward first
     in_flight: int = 0
+    # replicated computation: each output box computed whole by this many partitions, on
+    # devices of their own, from whole inputs (as Megatron runs a block's layer norms and
+    # residual adds on every device of its tensor-parallel group, so that the split layers
+    # read their inputs where they run); each replica's backward takes the gradient pieces
+    # made on its device, so that the replicas' input and weight gradients are partial sums
+    replicas: int = 1
+
+    @property
+    def copies(self) -> int:
+        """The partitions holding each output box: box b's are parts b*copies .. +copies-1."""
+        return self.contraction * self.replicas
 
     @property
     def num_parts(self) -> int:
-        return math.prod(self.degrees) * self.contraction
+        return math.prod(self.degrees) * self.copies
 
     def boxes(self, shape: tuple[int, ...]) -> list[Box]:
         """Equal boxes of `shape`, in partition order."""
@@ -112,6 +123,8 @@ def check_config(graph: Graph, layer: Layer, config: ParallelConfig, num_devices
             raise StrategyError(f"{where}: dim {dim} cannot be split by this operator")
     if config.contraction != 1:
         _check_contraction(graph, layer, config, where)
+    if config.replicas != 1:
+        _check_replicas(layer, config, where)
     if config.in_flight:
         _check_in_flight(config, where)
 
@@ -142,8 +155,30 @@ def _check_contraction(graph: Graph, layer: Layer, config: ParallelConfig, where
     if c < 1 or found.size % c:
         raise StrategyError(f"{where}: contraction {c} does not divide the {found.size} "
                             f"{found.what} the layer sums over")
+    _check_own_devices(config, where)
+
+
+def _check_replicas(layer: Layer, config: ParallelConfig, where: str) -> None:
+    """Replicas compute a box whole, each on a device of its own; not with a contraction
+    split, nor where partitions combine partials (a split reduction dim)."""
+    r = config.replicas
+    if r < 1:
+        raise StrategyError(f"{where}: replicas {r}: at least 1")
+    if config.contraction > 1:
+        raise StrategyError(f"{where}: replicas {r} with contraction {config.contraction}: "
+                            f"one or the other")
+    split = [d for d in layer.op.reduction_dims if config.degrees[d % len(config.degrees)] > 1]
+    if split:
+        raise StrategyError(f"{where}: replicas {r} with the dims it reduces over split "
+                            f"({split})")
+    _check_own_devices(config, where)
+
+
+def _check_own_devices(config: ParallelConfig, where: str) -> None:
+    """Each of an output box's partitions on a device of its own."""
+    c = config.copies
     for b in range(0, config.num_parts, c):
-        replicas = config.devices[b:b + c]
-        if len(set(replicas)) < c:
+        held = config.devices[b:b + c]
+        if len(set(held)) < c:
             raise StrategyError(f"{where}: the {c} partitions of output box {b // c} share a "
-                                f"device ({list(replicas)}); each needs one of its own")
+                                f"device ({list(held)}); each needs one of its own")

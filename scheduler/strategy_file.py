@@ -9,7 +9,8 @@ JSON: `{"layers": {"<name>": {"degrees": [...batch-first...], "devices": [...]}}
 a layer whose weights stay sharded over their holders between uses, `"in_flight": k` for a
 pipeline stage's layer run in 1F1B's schedule (ours: FlexFlow's text format has no place for
 these, so saving such a strategy as text warns and leaves them out), and `"contraction": c` for
-a split of the features a layer sums over (which the text format refuses: it changes what runs).
+a split of the features a layer sums over and `"replicas": r` for a layer each of whose boxes r
+devices compute (which the text format refuses: they change what runs).
 
 Reading checks the file's form only; `load` also checks it against a model (every layer present,
 nothing unknown, each config fits), so a mismatched file is rejected rather than silently
@@ -32,10 +33,10 @@ MAX_DEVICES = 1 << 16
 
 
 def dumps_text(strategy: dict[str, ParallelConfig]) -> str:
-    split = sorted(name for name, config in strategy.items() if config.contraction > 1)
+    split = sorted(name for name, config in strategy.items() if config.copies > 1)
     if split:
-        raise StrategyError(f"FlexFlow's text format has no field for a contraction split "
-                            f"(layers {split}): save the strategy as .json")
+        raise StrategyError(f"FlexFlow's text format has no field for a contraction split or "
+                            f"replicas (layers {split}): save the strategy as .json")
     lines = [str(len(strategy))]
     for name in sorted(strategy):
         config = strategy[name]
@@ -87,7 +88,8 @@ def dumps_json(strategy: dict[str, ParallelConfig]) -> str:
                      **({"recompute": True} if c.recompute else {}),
                      **({"shard_weights": True} if c.shard_weights else {}),
                      **({"contraction": c.contraction} if c.contraction > 1 else {}),
-                     **({"in_flight": c.in_flight} if c.in_flight else {})}
+                     **({"in_flight": c.in_flight} if c.in_flight else {}),
+                     **({"replicas": c.replicas} if c.replicas > 1 else {})}
               for name, c in sorted(strategy.items())}
     return json.dumps({"layers": layers}, indent=1) + "\n"
 
@@ -112,12 +114,13 @@ def loads_json(text: str, source: str = "<json>") -> dict[str, ParallelConfig]:
                             for key in ("recompute", "shard_weights"))
         contraction = _count(source, name, entry, "contraction", 1)
         in_flight = _count(source, name, entry, "in_flight", 0)
+        replicas = _count(source, name, entry, "replicas", 1)
         if not 1 <= len(degrees) <= MAX_DIMS or any(d < 1 for d in degrees) or any(
                 not 0 <= d <= MAX_DEVICES for d in devices):
             raise StrategyError(f"{source}: layer {name!r} has invalid degrees or devices (1 to "
                                 f"{MAX_DIMS} degrees >= 1, device ids 0..{MAX_DEVICES})")
         strategy[name] = _config(source, name, tuple(degrees), tuple(devices), recompute,
-                                 shard, contraction, in_flight)
+                                 shard, contraction, in_flight, replicas)
     return strategy
 
 
@@ -141,9 +144,9 @@ def _flag(source: str, name: str, entry: dict, key: str) -> bool:
 
 def _config(source: str, name: str, degrees: tuple[int, ...], devices: tuple[int, ...],
             recompute: bool = False, shard_weights: bool = False, contraction: int = 1,
-            in_flight: int = 0):
+            in_flight: int = 0, replicas: int = 1):
     """The config of layer `name`; no device ids means partition p on device p."""
-    parts = contraction
+    parts = contraction * replicas
     for d in degrees:
         parts *= d
     if parts > MAX_DEVICES:
@@ -154,7 +157,8 @@ def _config(source: str, name: str, degrees: tuple[int, ...], devices: tuple[int
     elif len(devices) != parts:
         raise StrategyError(f"{source}: op {name!r} has {parts} partitions but {len(devices)} "
                             f"device ids")
-    return ParallelConfig(degrees, devices, recompute, shard_weights, contraction, in_flight)
+    return ParallelConfig(degrees, devices, recompute, shard_weights, contraction, in_flight,
+                          replicas)
 
 
 def save(strategy: dict[str, ParallelConfig], path: str) -> None:

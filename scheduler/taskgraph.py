@@ -281,7 +281,7 @@ class TaskGraphBuilder:
         boxes = config.boxes(out_shapes[0])
         parts = []
         for p, device in enumerate(config.devices):
-            box = boxes[p // c]
+            box = boxes[p // config.copies]
             out_boxes = tuple(
                 Box(tuple(b if n == out_shapes[0][d] else (0, n)
                           for d, (b, n) in enumerate(zip(box.bounds, shape))))
@@ -295,7 +295,7 @@ class TaskGraphBuilder:
                                                     in_boxes, weight_keys)
                 group = tuple(range(p - p % c, p - p % c + c))
             else:
-                group = groups[p]
+                group = groups[p // config.replicas]
             action = A.Forward(index, p, out_boxes, in_boxes, weight_keys, group,
                                config.recompute, c)
             parts.append(Partition(action, device, TaskKey(layer.name, "forward", p, "forward"),
@@ -320,12 +320,12 @@ class TaskGraphBuilder:
 
     def _values(self, strategy: Strategy, tensor: int, device: int | None = None
                 ) -> list[tuple[Box, int, TaskKey]]:
-        """(box, device, key) of every piece of a layer output: under a contraction split,
-        where several partitions hold a box, the one on `device` where there is one, else
+        """(box, device, key) of every piece of a layer output: where several partitions hold
+        a box (a contraction split, replicas), the one on `device` where there is one, else
         the first."""
         index, k = self.graph.tensors[tensor].producer
         config = strategy[self.graph.layers[index].name]
-        c = config.contraction
+        c = config.copies
         here = device if c > 1 else None
         memo = self._values_memo.get((tensor, config, here))
         if memo is None:
@@ -575,11 +575,14 @@ class TaskGraphBuilder:
                 lambda device: list(dict.fromkeys(k for d, k in made if d == device)),
                 lambda device: [part.key for part in parts if part.device == device])
         grad_deps = []
+        config = strategy[layer.name]
         for p, part in enumerate(parts):
             deps = list(ready.get(part.device, ()))
             for tensor, box in zip(layer.outputs, part.action.out_boxes):
-                deps += _gather(w, overlapping(pieces[tensor], box), tensor, box, part.device,
-                                "backward", grad=True)
+                found = overlapping(pieces[tensor], box)
+                if config.replicas > 1:
+                    found = _replicas_share(found, config, p)
+                deps += _gather(w, found, tensor, box, part.device, "backward", grad=True)
             grad_deps.append(deps)
             if part.action.backward_group:
                 w.add(TaskKey(layer.name, "backward", p, "bpartial"), part.device, "backward",
@@ -915,6 +918,19 @@ def overlapping(pieces, box: Box) -> list[tuple[Box, int, TaskKey]]:
     return found
 
 
+def _replicas_share(found, config: ParallelConfig, p: int) -> list:
+    """Of the gradient pieces `found` for replica p's output box, those it takes: the pieces
+    made on its device, and for a box's first replica those made where the box has no
+    replica. Each piece is then summed into one replica's backward, so the replicas' input
+    and weight gradients are partial sums that add up to the whole (the backward is linear
+    in the output's gradient)."""
+    r = config.replicas
+    held = config.devices[p - p % r:p - p % r + r]
+    mine = config.devices[p]
+    return [piece for piece in found
+            if piece[1] == mine or (p % r == 0 and piece[1] not in held)]
+
+
 def _gather(w: _Writer, overlaps, tensor, box, device, phase, grad):
     """Dependencies that bring the pieces of `tensor` intersecting `box` (`overlaps`, from
     `overlapping`) to `device`.
@@ -1018,10 +1034,12 @@ def reduction_groups(reduction_dims, degrees) -> list[tuple[int, ...]]:
 def check_training_output(graph: Graph, strategy: Strategy, objective: Objective) -> None:
     """The loss and metrics read the model output whole per sample: only its batch may split."""
     last = graph.layers[graph.tensors[objective.output].producer[0]]
-    if strategy[last.name].contraction > 1:
+    if strategy[last.name].copies > 1:
         raise StrategyError(f"layer '{last.name}' produces the model output, which the loss "
                             f"reads once per sample: it may not split the features it sums "
-                            f"over (contraction {strategy[last.name].contraction})")
+                            f"over or run replicated (contraction "
+                            f"{strategy[last.name].contraction}, replicas "
+                            f"{strategy[last.name].replicas})")
     if any(d > 1 for d in strategy[last.name].degrees[1:]):
         raise StrategyError(f"layer '{last.name}' produces the model output, which the loss "
                             f"and metrics read whole per sample: it may only be split along "

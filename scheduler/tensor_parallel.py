@@ -37,12 +37,14 @@ def dense_pairs(graph: Graph) -> list[tuple[Layer, Layer]]:
 
 
 def megatron_strategy(graph: Graph, num_devices: int, group: int,
-                      base: dict[str, ParallelConfig] | None = None, heads: bool = True
-                      ) -> dict[str, ParallelConfig]:
+                      base: dict[str, ParallelConfig] | None = None, heads: bool = True,
+                      replicate: bool = False) -> dict[str, ParallelConfig]:
     """`base` (data parallelism over `num_devices` by default) with each of `dense_pairs`
-    split Megatron's way over groups of `group` consecutive devices, and (where `heads`) each
-    attention whose heads `group` divides split by its heads over them, the batch over the
-    groups. Raises ValueError naming the layer where a pair's sizes do not divide."""
+    split Megatron's way over groups of `group` consecutive devices, (where `heads`) each
+    attention whose heads `group` divides split by its heads over them, and (where
+    `replicate`) every other layer without a dense kernel or an embedding, but the last,
+    replicated over each group (`replicated_layers`), the batch over the groups. Raises
+    ValueError naming the layer where a pair's sizes do not divide."""
     if num_devices % group:
         raise ValueError(f"groups of {group} do not divide {num_devices} devices")
     strategy = dict(base or data_parallel_strategy(graph, num_devices))
@@ -62,7 +64,22 @@ def megatron_strategy(graph: Graph, num_devices: int, group: int,
         if shape[0] % groups == 0:
             strategy[layer.name] = ParallelConfig((groups,) + (1,) * (len(shape) - 1), devices,
                                                   contraction=group)
+    for layer in replicated_layers(graph) if replicate else ():
+        shape = graph.tensors[layer.outputs[0]].spec.shape
+        if shape[0] % groups == 0:
+            strategy[layer.name] = ParallelConfig((groups,) + (1,) * (len(shape) - 1), devices,
+                                                  replicas=group)
     return strategy
+
+
+def replicated_layers(graph: Graph) -> list[Layer]:
+    """The layers Megatron runs whole on each device of a group: those between its split
+    layers (layer norms, residual adds, activations), that is, every layer but the dense
+    layers, embeddings and attention, the model's last and those whose batch dim cannot
+    split."""
+    kept = ("Dense", "Embedding", "MultiHeadAttention")
+    return [layer for layer in graph.layers[:-1] if layer.type_name not in kept
+            and layer.op.dim_kinds(graph.in_specs(layer))[0] is not None]
 
 
 def head_split_layers(graph: Graph, group: int) -> list[Layer]:

@@ -108,3 +108,7 @@ def test_the_megatron_baseline_makes_each_mlps_second_dense_row_parallel_and_spl
     assert all(by_positions[layer.name].contraction == 1
                and by_positions[layer.name].degrees[1] == 2 for layer in attention)
     assert all(by_positions[layer.name] == megatron[layer.name] for layer in rows)
+    norms = [layer for layer in graph.layers if layer.type_name in ("LayerNorm", "Add")]
+    assert norms and all(megatron[layer.name].replicas == 2
+                         and megatron[layer.name].degrees[0] == 2 for layer in norms)
+    assert not any(c.replicas > 1 for c in by_positions.values())
