@@ -610,11 +610,12 @@ class TaskGraphBuilder:
 
     def _weights(self, strategy: Strategy) -> tuple[dict, dict[int, list[Segment]], frozenset]:
         """Weight holders, the update segments by the layer whose backward they follow, and
-        the sharded boxes, memoised by the weighted layers' splits, devices and sharding
-        (recomputation changes none of them; sharding changes the updates and what the holders
-        keep, and so the simulator's weight memory, keyed by the holders' identity)."""
-        memo = tuple((strategy[layer.name].degrees, strategy[layer.name].devices,
-                      strategy[layer.name].shard_weights) for layer in self.weighted)
+        the sharded boxes, memoised by the weighted layers' splits, devices, sharding and the
+        partitions per box (a contraction split's and replicas' have the same degrees and
+        devices; recomputation changes none of them; sharding changes the updates and what the
+        holders keep, and so the simulator's weight memory, keyed by the holders' identity)."""
+        memo = tuple((c.degrees, c.devices, c.shard_weights, c.contraction, c.replicas)
+                     for c in (strategy[layer.name] for layer in self.weighted))
         found = self._weights_of.get(memo)
         if found is None:
             if len(self._weights_of) > MEMO_LIMIT:

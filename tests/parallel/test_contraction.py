@@ -131,7 +131,7 @@ def test_flexflows_text_format_refuses_a_contraction_split(tmp_path):
     ff, _ = compiled("mlp", ["-ll:gpu", "2", "--in-process"], megatron(2, 2))
     path = tmp_path / "megatron.txt"
     with pytest.raises(StrategyError, match=r"text format has no field for a contraction "
-                                            r"split \(layers \['Dense_101'\]\)"):
+                                            r"split or replicas \(layers \['Dense_101'\]\)"):
         strategy_file.save(ff.strategy, str(path))
     assert not path.exists()
 

@@ -70,12 +70,15 @@ def test_megatrons_pattern_runs_faster_than_output_splits():
 
 @pytest.mark.parametrize("collectives", [False, True])
 @pytest.mark.parametrize("name", ["mlp", "transformer_block"])
-def test_delta_equals_full_around_contraction_splits(name, collectives):
+def test_delta_equals_full_around_contraction_splits_and_replicas(name, collectives):
+    """From the Megatron candidates and Megatron-LM's whole layout (replicated layers between
+    the split ones), random proposals: the delta simulation is the full one."""
     simulator = simulator_of(MODELS[name], collectives=collectives)
     graph = simulator.graph
     space = SearchSpace(graph, 4, OPTIONS)
     rng = random.Random(len(name))
     starts = [s for n, s in initial_candidates(graph, 4, OPTIONS).items() if "megatron" in n]
+    starts += [megatron_strategy(graph, 4, group, replicate=True) for group in (2, 4)]
     assert_delta_equals_full(simulator, space, starts, rng, 8)
 
 
