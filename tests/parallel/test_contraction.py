@@ -1,12 +1,12 @@
 """Contraction splits (Megatron's row-parallel dense layer, `ParallelConfig.contraction`) change
 where the work runs, never results: the Megatron pattern (a dense layer split by output features,
 the next by the features it sums over) on 2 and 4 devices, alone and under data parallelism,
-with the collectives on and off, with Adam, recomputed, with sharded weights and on a cluster,
-gives the single device's losses and weights (1e-5 relative); the sum travels once per box (an
-all-reduce, or one message per partition), the bias is read by a box's first partition alone,
-and readers take the box from the partition on their device; the memory model predicts what the
-devices hold; strategy files and `strategy show` keep the split, and bad ones are refused by
-name."""
+with the collectives on and off, with Adam, recomputed, with sharded weights, on a cluster and
+inside a pipeline stage (GPipe's schedule and 1F1B's), gives the single device's losses and
+weights (1e-5 relative); the sum travels once per box (an all-reduce, or one message per
+partition), the bias is read by a box's first partition alone, and readers take the box from
+the partition on their device; the memory model predicts what the devices hold; strategy files
+and `strategy show` keep the split, and bad ones are refused by name."""
 
 from dataclasses import replace
 
@@ -227,3 +227,25 @@ def test_the_memory_model_counts_a_partial_and_its_sum_at_the_forward(recompute)
         if recompute:
             expected.append((task.device, at, model.backward_at(at), out_bytes))
         assert list(model.task(task, None)) == expected
+
+
+@pytest.mark.parametrize("in_flight", [0, 1])
+def test_a_megatron_pair_inside_a_pipeline_stage_gives_single_device_numbers(in_flight):
+    """mlp on 4 devices in 2 stages of 2 devices, 2 micro-batches: the dense pair on devices
+    0-1, column- then row-parallel in each micro-batch, the rest data parallel on 2-3; in
+    GPipe's schedule and in 1F1B's (the first stage 1 micro-batch in flight, so that its
+    second forward waits for its first backward)."""
+    def configs(graph):
+        first, second, relu, third, softmax = (layer.name for layer in graph.layers)
+        stage = dict(devices=(2, 3, 2, 3), in_flight=in_flight)
+        return {first: ParallelConfig((2, 2), (0, 1, 0, 1), in_flight=in_flight),
+                second: ParallelConfig((2, 1), (0, 1, 0, 1), contraction=2,
+                                       in_flight=in_flight),
+                relu: ParallelConfig((4, 1), **stage), third: ParallelConfig((4, 1), **stage),
+                softmax: ParallelConfig((4, 1), **stage)}
+    ff, _ = compiled("mlp", ["-ll:gpu", "4", "--in-process"], configs)
+    waits = [t for t in ff.compiled.executor.taskgraph.tasks if isinstance(t.action, A.Forward)
+             and any(d.phase == "backward" for d in t.deps)]
+    assert bool(waits) == bool(in_flight)
+    run = train("mlp", 4, configs, extra=["--collectives", "off"])
+    assert_same_run(run, reference("mlp"))
