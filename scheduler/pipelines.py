@@ -21,10 +21,10 @@ the micro-batch count back from a configuration (`strategy show`).
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter
 
 from ..ops.graph import Graph
+from ..ops.topological import stable_order
 from .strategy import ParallelConfig, StrategyError
 
 MICRO_BATCH_COUNTS = (2, 4, 8)  # what the search's pipeline candidates try
@@ -153,29 +153,12 @@ def in_dependency_order(tasks: list) -> list:
     forward (a layer that reads several micro-batches at once, such as one run whole or a
     batch norm over the batch), so that 1F1B's order cannot be kept."""
     index = {t.key: i for i, t in enumerate(tasks)}
-    waiting = [0] * len(tasks)
-    dependents: dict[int, list[int]] = {}
-    for i, t in enumerate(tasks):
-        for dep in t.deps:
-            d = index.get(dep)
-            if d is not None:
-                waiting[i] += 1
-                dependents.setdefault(d, []).append(i)
-    ready = [i for i, n in enumerate(waiting) if n == 0]
-    heapq.heapify(ready)
-    out = []
-    while ready:
-        i = heapq.heappop(ready)
-        out.append(tasks[i])
-        for j in dependents.get(i, ()):
-            waiting[j] -= 1
-            if waiting[j] == 0:
-                heapq.heappush(ready, j)
-    if len(out) < len(tasks):
-        stuck = [t.key for i, t in enumerate(tasks) if waiting[i]]
+    order, waiting = stable_order([[index[d] for d in t.deps if d in index] for t in tasks])
+    if waiting:
+        stuck = [tasks[i].key for i in waiting]
         waiter = next((k for k in stuck if k.phase == "forward"), stuck[0])
         raise StrategyError(f"layer '{waiter.layer}': 1F1B's order of its micro-batches cannot "
                             f"be kept: a later layer reads several micro-batches at once (one "
                             f"run whole, a batch norm over the batch, another micro-batch "
                             f"count), so a backward waits for a forward 1F1B puts after it")
-    return out
+    return [tasks[i] for i in order]

@@ -11,7 +11,6 @@ a cycle.
 
 from __future__ import annotations
 
-import heapq
 import os
 from dataclasses import dataclass, field
 from typing import Union
@@ -20,6 +19,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, ValueInfoProto, numpy_helper
 
+from ..ops.topological import stable_order
 from .errors import ONNXImportError
 from .unvalued import declared_dims, optional_operands
 
@@ -139,25 +139,12 @@ def _producers(graph, defined: set[str], source: str) -> dict[str, int | None]:
 
 
 def _topological(nodes, producer, described: GraphInfo) -> list[NodeProto]:
-    """Kahn's algorithm, taking the earliest ready node first: a sorted graph keeps its order."""
+    """The nodes in a stable topological order (`ops.topological.stable_order`): a sorted graph
+    keeps its order."""
     deps = [{producer[n] for n in node.input if n and producer[n] is not None} for node in nodes]
-    consumers: dict[int, list[int]] = {}
-    for index, needed in enumerate(deps):
-        for d in needed:
-            consumers.setdefault(d, []).append(index)
-    missing = [len(needed) for needed in deps]
-    ready = [index for index, count in enumerate(missing) if count == 0]
-    heapq.heapify(ready)
-    ordered = []
-    while ready:
-        index = heapq.heappop(ready)
-        ordered.append(nodes[index])
-        for consumer in consumers.get(index, ()):
-            missing[consumer] -= 1
-            if missing[consumer] == 0:
-                heapq.heappush(ready, consumer)
-    if len(ordered) < len(nodes):
-        stuck = [described.describe(nodes[i]) for i, count in enumerate(missing) if count]
+    order, waiting = stable_order(deps)
+    if waiting:
+        stuck = [described.describe(nodes[i]) for i in waiting]
         raise ONNXImportError(f"{described.source}: the graph has a cycle; these nodes wait on "
                               f"each other: {'; '.join(stuck[:6])}")
-    return ordered
+    return [nodes[i] for i in order]
