@@ -75,3 +75,15 @@ def _tls_options(tls: TLSFiles) -> list[str]:
     """The `dask scheduler` / `dask worker` options of a TLS cluster using the files `tls`."""
     return ["--protocol", "tls", "--tls-ca-file", tls.ca_file, "--tls-cert", tls.cert,
             "--tls-key", tls.key]
+
+
+@contextmanager
+def two_worker_argv():
+    """Yields the flags that run a model on a fresh 2-worker `loopback_cluster` (`--scheduler`
+    and `-ll:gpu 2`), the client disconnected from it before the cluster stops."""
+    from flexflow.scheduler import cluster as cluster_module
+    with loopback_cluster(workers=2) as address:
+        try:
+            yield ["--scheduler", address, "-ll:gpu", "2"]
+        finally:
+            cluster_module.disconnect(address)

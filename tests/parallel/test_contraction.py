@@ -61,15 +61,9 @@ def test_a_recomputed_or_sharded_contraction_gives_single_device_numbers(changes
 
 
 def test_the_megatron_pattern_on_a_cluster_gives_single_device_numbers():
-    from flexflow.scheduler import cluster as cluster_module
-
-    from .cluster import loopback_cluster
-    with loopback_cluster(workers=2) as address:
-        try:
-            run = train("transformer_block", 2, megatron(2, 2),
-                        argv=["--scheduler", address, "-ll:gpu", "2"])
-        finally:
-            cluster_module.disconnect(address)
+    from .cluster import two_worker_argv
+    with two_worker_argv() as argv:
+        run = train("transformer_block", 2, megatron(2, 2), argv=argv)
     assert_same_run(run, reference("transformer_block"))
 
 
@@ -137,14 +131,9 @@ def test_flexflows_text_format_refuses_a_contraction_split(tmp_path):
 
 
 def test_strategy_show_has_a_contraction_column(tmp_path, capsys):
-    from flexflow.cli import main
-    from flexflow.scheduler import strategy_file
+    from .training import strategy_show_lines
     ff, _ = compiled("mlp", ["-ll:gpu", "2", "--in-process"], megatron(2, 2))
-    path = tmp_path / "megatron.json"
-    strategy_file.save(ff.strategy, str(path))
-    capsys.readouterr()
-    assert main(["strategy", "show", str(path)]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    lines = strategy_show_lines(ff.strategy, tmp_path, capsys)
     assert lines[0].split()[-1] == "contraction"
     rows = {line.split()[0]: line.split() for line in lines[1:]}
     assert rows["Dense_101"][1:] == ["1", "x", "1", "2", "0-1", "2"]

@@ -63,15 +63,9 @@ def test_a_1f1b_pipeline_with_adam_gives_single_device_numbers():
 
 
 def test_a_1f1b_pipeline_on_a_cluster_gives_single_device_numbers():
-    from flexflow.scheduler import cluster as cluster_module
-
-    from .cluster import loopback_cluster
-    with loopback_cluster(workers=2) as address:
-        try:
-            run = train("transformer_block", 2, one_f_one_b(2, 2, 4),
-                        argv=["--scheduler", address, "-ll:gpu", "2"])
-        finally:
-            cluster_module.disconnect(address)
+    from .cluster import two_worker_argv
+    with two_worker_argv() as argv:
+        run = train("transformer_block", 2, one_f_one_b(2, 2, 4), argv=argv)
     assert_same_run(run, reference("transformer_block"))
 
 
@@ -211,16 +205,12 @@ def test_a_bad_in_flight_entry_is_refused_by_name(value):
 def test_strategy_show_and_the_best_strategy_block_name_the_schedule(tmp_path, capsys):
     import io
 
-    from flexflow.cli import main
-    from flexflow.scheduler import strategy_file
     from flexflow.scheduler.search import print_strategy
+
+    from .training import strategy_show_lines
     ff, _ = compiled("mlp", ["-ll:gpu", "2", "--in-process"], one_f_one_b(2, 2, 4))
-    path = tmp_path / "s.json"
-    strategy_file.save(ff.strategy, str(path))
-    capsys.readouterr()
-    assert main(["strategy", "show", str(path)]) == 0
     rows = {line.split()[0]: line.split("  ") for line in
-            capsys.readouterr().out.splitlines()[1:]}
+            strategy_show_lines(ff.strategy, tmp_path, capsys)[1:]}
     assert [c.strip() for c in rows["Dense_100"] if c][-2:] == ["0", "4, 1F1B: 2 in flight"]
     assert [c.strip() for c in rows["Softmax_104"] if c][-2:] == ["1", "4, 1F1B: 1 in flight"]
     block = io.StringIO()

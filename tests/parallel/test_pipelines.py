@@ -68,15 +68,9 @@ def test_a_recomputed_or_sharded_pipeline_gives_single_device_numbers(changes, o
 
 
 def test_a_pipeline_on_a_cluster_gives_single_device_numbers():
-    from flexflow.scheduler import cluster as cluster_module
-
-    from .cluster import loopback_cluster
-    with loopback_cluster(workers=2) as address:
-        try:
-            run = train("transformer_block", 2, pipeline(2, 2, 4),
-                        argv=["--scheduler", address, "-ll:gpu", "2"])
-        finally:
-            cluster_module.disconnect(address)
+    from .cluster import two_worker_argv
+    with two_worker_argv() as argv:
+        run = train("transformer_block", 2, pipeline(2, 2, 4), argv=argv)
     assert_same_run(run, reference("transformer_block"))
 
 
@@ -147,14 +141,9 @@ def test_a_strategy_file_keeps_the_micro_batches_and_the_import_runs_them(tmp_pa
 
 
 def test_strategy_show_lists_each_stages_devices_once_with_its_micro_batches(tmp_path, capsys):
-    from flexflow.cli import main
-    from flexflow.scheduler import strategy_file
+    from .training import strategy_show_lines
     ff, _ = compiled("mlp", ["-ll:gpu", "4", "--in-process"], pipeline(4, 2, 2))
-    path = tmp_path / "pipeline.json"
-    strategy_file.save(ff.strategy, str(path))
-    capsys.readouterr()
-    assert main(["strategy", "show", str(path)]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    lines = strategy_show_lines(ff.strategy, tmp_path, capsys)
     assert lines[0].split() == ["layer", "degrees", "(batch", "first)", "parts", "devices",
                                 "micro-batches"]
     rows = {line.split()[0]: line.split() for line in lines[1:]}

@@ -241,6 +241,18 @@ def peaks(name, configs, n, monkeypatch, extra=()) -> tuple[list[int], list[int]
     return predicted_peaks(ff), held_peaks(ff, monkeypatch)
 
 
+def assert_predicted_as_data_parallelism(name, configs, n, monkeypatch) -> None:
+    """The memory model's prediction of what each device holds under `configs` is no further
+    off than its prediction for data parallelism on as many devices (2% of the bytes held
+    beside), or within 2% under and 15% over."""
+    from flexflow.scheduler.strategy import data_parallel_strategy
+    predicted, held = peaks(name, configs, n, monkeypatch)
+    plain = peaks(name, lambda graph: data_parallel_strategy(graph, n), n, monkeypatch)
+    for device, (p, h) in enumerate(zip(predicted, held)):
+        error = abs(plain[0][device] - plain[1][device])
+        assert abs(p - h) <= error + 0.02 * h or 0.98 * h <= p <= 1.15 * h, (device, p, h)
+
+
 @pytest.mark.parametrize("name, kind, n, collectives", [
     ("deep_mlp", "sample", 4, "off"), ("mlp", "sample", 2, "off"),
     ("transformer_block", "sample", 2, "off"), ("transformer_block", "attribute", 2, "off"),

@@ -60,3 +60,14 @@ def metric_lines(capsys) -> list[str]:
 def numbers(line: str) -> list[float]:
     """The numbers of a printed line."""
     return [float(v) for v in re.findall(r"[-+]?\d+\.?\d*(?:e[-+]?\d+)?", line)]
+
+
+def strategy_show_lines(strategy, folder, capsys) -> list[str]:
+    """The lines `flexflow strategy show` prints for `strategy`, saved as JSON in `folder`."""
+    from flexflow.cli import main
+    from flexflow.scheduler import strategy_file
+    path = folder / "shown.json"
+    strategy_file.save(strategy, str(path))
+    capsys.readouterr()
+    assert main(["strategy", "show", str(path)]) == 0
+    return capsys.readouterr().out.splitlines()
