@@ -56,7 +56,7 @@ from flexflow.ops.optimizers import Adam  # noqa: E402
 from flexflow.ops.spec import DimKind  # noqa: E402
 from flexflow.scheduler import machine as machine_module  # noqa: E402
 from flexflow.scheduler.pipelines import (MICRO_BATCH_COUNTS, SCHEDULES,  # noqa: E402
-                                          micro_batches, pipeline_strategy)
+                                          pipeline_strategy)
 from flexflow.scheduler.search import SearchOptions, search  # noqa: E402
 from flexflow.scheduler.simulator import Simulator  # noqa: E402
 from flexflow.scheduler.strategy import ParallelConfig, data_parallel_strategy  # noqa: E402
@@ -158,7 +158,7 @@ def choices(strategy: dict[str, ParallelConfig]) -> str:
     return (f"{sum(c.recompute for c in configs)} layers recomputed, "
             f"{sum(c.shard_weights for c in configs)} sharded, "
             f"{sum(c.contraction > 1 for c in configs)} row-parallel, most micro-batches "
-            f"{max(micro_batches(c) for c in configs)} ({sum(bool(c.in_flight) for c in configs)}"
+            f"{max(c.micro_batches for c in configs)} ({sum(bool(c.in_flight) for c in configs)}"
             f" layers in 1F1B), "
             f"{sum(c.degrees[0] == c.num_parts for c in configs)} of {len(strategy)} split by "
             f"sample alone")

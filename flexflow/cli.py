@@ -19,7 +19,6 @@ import sys
 from typing import Mapping, Sequence
 
 from .launcher import quiet_when_stdout_closes
-from .scheduler.pipelines import micro_batches
 from .scheduler.strategy import ParallelConfig
 from .scheduler.strategy_file import read
 
@@ -49,14 +48,14 @@ def strategy_table(strategy: Mapping[str, ParallelConfig]) -> str:
     weights, one with the partitions that share each output box by splitting its sum
     (`ParallelConfig.contraction`), one with those that compute it whole (`replicas`), and one
     with each layer's micro-batches (a pipeline stage's parts on a device,
-    `pipelines.micro_batches`; its devices then listed once, and 1F1B's bound on those
+    `ParallelConfig.micro_batches`; its devices then listed once, and 1F1B's bound on those
     in flight where it has one), where any does."""
     marks = [(title, field) for title, field in (("recomputed", "recompute"),
                                                    ("sharded weights", "shard_weights"))
              if any(getattr(config, field) for config in strategy.values())]
     counts = [field for field in ("contraction", "replicas")
               if any(getattr(config, field) > 1 for config in strategy.values())]
-    micro = {name: micro_batches(config) for name, config in strategy.items()}
+    micro = {name: config.micro_batches for name, config in strategy.items()}
     piped = any(m > 1 for m in micro.values())
     rows = [("layer", "degrees (batch first)", "parts", "devices") + tuple(counts)
             + (("micro-batches",) if piped else ()) + tuple(title for title, _ in marks)]

@@ -21,7 +21,6 @@ the micro-batch count back from a configuration (`strategy show`).
 
 from __future__ import annotations
 
-from collections import Counter
 
 from ..ops.graph import Graph
 from ..ops.topological import stable_order
@@ -42,16 +41,11 @@ def one_f_one_b_lanes(j: int, in_flight: int, micro: int) -> tuple[int, int]:
     return forward, min(k + 2 * j, micro + j)
 
 
-def micro_batches(config: ParallelConfig) -> int:
-    """How many parts of the layer its busiest device runs one after another (1: none)."""
-    return max(Counter(config.devices).values())
-
-
 def held_share(strategy) -> float:
     """The largest share of its micro-batches a layer's device holds at once under the
     strategy's schedule (in_flight / micro-batches in 1F1B's, 1 in GPipe's): its first stage's,
     what 1F1B saves least on."""
-    return max((config.in_flight or micro_batches(config)) / micro_batches(config)
+    return max((config.in_flight or config.micro_batches) / config.micro_batches
                for config in strategy.values())
 
 

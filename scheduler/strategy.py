@@ -8,6 +8,7 @@ file readers convert. Partition p has grid coordinates `unravel_index(p, degrees
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 from dataclasses import dataclass
 from itertools import product
@@ -59,6 +60,12 @@ class ParallelConfig:
     @property
     def num_parts(self) -> int:
         return math.prod(self.degrees) * self.copies
+
+    @property
+    def micro_batches(self) -> int:
+        """How many parts of the layer its busiest device runs one after another (1: none; a
+        pipeline stage's micro-batches, scheduler/pipelines.py)."""
+        return max(Counter(self.devices).values(), default=1)
 
     def boxes(self, shape: tuple[int, ...]) -> list[Box]:
         """Equal boxes of `shape`, in partition order."""
@@ -134,7 +141,7 @@ def _check_in_flight(config: ParallelConfig, where: str) -> None:
     as the layer gives a device. Not with sharded weights: a device gathers a sharded box once
     for all its micro-batches' forwards and once for their backwards, after every
     micro-batch's previous step, which 1F1B's interleaving cannot wait for."""
-    micro = max(config.devices.count(d) for d in set(config.devices))
+    micro = config.micro_batches
     if not 1 <= config.in_flight <= micro:
         raise StrategyError(f"{where}: {config.in_flight} micro-batches in flight (1F1B) but "
                             f"the layer gives a device {micro}; between 1 and {micro}")

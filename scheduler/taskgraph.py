@@ -33,7 +33,7 @@ from ..ops.box import Box
 from ..ops.graph import Graph
 from . import actions as A
 from .collectives import BUCKET_BYTES, FIRST_BUCKET_BYTES
-from .pipelines import in_dependency_order, micro_batches, one_f_one_b_lanes
+from .pipelines import in_dependency_order, one_f_one_b_lanes
 from .shards import Shard, cut_limit, shards
 from .store import WeightKey
 from .strategy import ParallelConfig, Strategy, StrategyError, validate
@@ -305,7 +305,7 @@ class TaskGraphBuilder:
     def _schedule(self, index: int, config: ParallelConfig, p: int) -> tuple:
         """Part p's lanes, the part it waits for and whether it is counted (`Partition`)."""
         device = config.devices[p]
-        j, micro = config.devices[:p].count(device), micro_batches(config)
+        j, micro = config.devices[:p].count(device), config.micro_batches
         if micro == 1:
             return 0, 0, None, True
         k = config.in_flight if self.objective is not None else 0

@@ -68,7 +68,6 @@ def test_the_hand_made_baselines_include_the_pipelines_and_their_recomputed_form
     import dnn
     import gpt2_baselines
 
-    from flexflow.scheduler.pipelines import micro_batches
     from flexflow.scheduler.strategy import validate
     graph, _ = dnn.graph_of(dnn.transformer_lm, 64)
     baselines = gpt2_baselines.hand_made(graph)
@@ -78,7 +77,7 @@ def test_the_hand_made_baselines_include_the_pipelines_and_their_recomputed_form
                    for c in strategy.values()), name
     for micro in (2, 4, 8):
         pipeline = baselines[f"pipeline across nodes, {micro} micro-batches"]
-        assert {micro_batches(c) for c in pipeline.values()} == {micro}
+        assert {c.micro_batches for c in pipeline.values()} == {micro}
         stages = [c.devices[:4] for c in pipeline.values()]
         assert stages == sorted(stages) and {s[0] for s in stages} == {0, 4, 8, 12}
         assert not any(c.in_flight for c in pipeline.values())

@@ -13,7 +13,7 @@ import pytest
 
 from flexflow.scheduler import actions as A
 from flexflow.scheduler.fusion import fuse
-from flexflow.scheduler.pipelines import micro_batches, pipeline_strategy
+from flexflow.scheduler.pipelines import pipeline_strategy
 
 from .models import MODELS, train_losses
 from .test_strategy_invariance import Run, weights
@@ -152,8 +152,8 @@ def test_strategy_show_lists_each_stages_devices_once_with_its_micro_batches(tmp
 
 def test_micro_batches_count_a_devices_parts():
     from flexflow.scheduler.strategy import ParallelConfig
-    assert micro_batches(ParallelConfig((4, 1), (0, 1, 2, 3))) == 1
-    assert micro_batches(ParallelConfig((6, 1), (4, 5, 4, 5, 4, 5))) == 3
+    assert ParallelConfig((4, 1), (0, 1, 2, 3)).micro_batches == 1
+    assert ParallelConfig((6, 1), (4, 5, 4, 5, 4, 5)).micro_batches == 3
 
 
 def test_a_pipeline_that_the_batch_cannot_feed_is_refused_by_name():

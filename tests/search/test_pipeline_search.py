@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from flexflow.core import FFConfig
-from flexflow.scheduler.pipelines import micro_batches, pipeline_strategy
+from flexflow.scheduler.pipelines import pipeline_strategy
 from flexflow.scheduler.search import (SearchOptions, SearchSpace, initial_candidates,
                                        one_f_one_b_twins, search)
 from flexflow.scheduler.simulator import Simulator
@@ -101,7 +101,7 @@ def test_the_candidates_are_valid_pipelines_and_only_with_the_flag():
         assert len(found) == len(plain) * (2 if recompute else 1)
         for name, strategy in found.items():
             validate(graph, strategy, 4)
-            assert max(micro_batches(c) for c in strategy.values()) > 1, name
+            assert max(c.micro_batches for c in strategy.values()) > 1, name
             assert all(c.recompute == name.endswith("recomputed") for c in strategy.values())
             assert not any(c.in_flight for c in strategy.values())
     assert not any(n.startswith("pipeline")
@@ -190,7 +190,7 @@ def test_with_pipelines_a_random_configuration_may_run_in_micro_batches():
         for _ in range(40):
             config = space.random_config(layer, rng)
             check_config(graph, layer, config, 4)
-            counts.add(micro_batches(config))
+            counts.add(config.micro_batches)
             block = len(set(config.devices))  # a block of devices, repeated per micro-batch
-            assert config.devices == config.devices[:block] * micro_batches(config)
+            assert config.devices == config.devices[:block] * config.micro_batches
     assert counts == {1, 2, 4, 8}
