@@ -14,7 +14,8 @@ from flexflow.scheduler.pipelines import pipeline_strategy
 from flexflow.scheduler.search import (SearchOptions, SearchSpace, initial_candidates,
                                        one_f_one_b_twins, search)
 from flexflow.scheduler.simulator import Simulator
-from flexflow.scheduler.strategy import ParallelConfig, StrategyError, data_parallel_strategy, validate
+from flexflow.scheduler.strategy import (ParallelConfig, StrategyError, data_parallel_strategy,
+                                         validate)
 from flexflow.scheduler.taskgraph import Checks
 
 from ..parallel.models import BATCH, MODELS
