@@ -15,8 +15,8 @@ configuration may then be run in 2, 4 or 8 micro-batches (GPipe's schedule; a pr
 1F1B order cannot be kept is never accepted: `_rank_of`). Picking the last layer proposes no
 change (FlexFlow's rule; the loss reads its output whole per sample). A proposal slower than
 the current strategy by `delta` ms is accepted with probability exp(-alpha * delta); every
-budget/100 proposals the search returns to the best strategy so far. `budget + 1` proposals are scored, as in FlexFlow.
-Beyond FlexFlow's memory penalty (1 ms per MB over), a strategy over some device's memory never
+budget/100 proposals the search returns to the best strategy so far. `budget + 1` proposals
+are scored, as in FlexFlow. Beyond FlexFlow's memory penalty (1 ms per MB over), a strategy over some device's memory never
 replaces one that fits, as the current or the best strategy, and one that fits always replaces
 one that does not: once the search has found a strategy within the memory limit, it returns one.
 
