@@ -1,24 +1,24 @@
-"""MCMC strategy search, as FlexFlow's (reference 8.2-8.3), scored by the simulator.
-
-A proposal picks a random layer and gives it a random configuration: a degree for each output dim
-its operator declares splittable, of a kind the flags enable (sample always; parameter with
+"""MCMC strategy search, as FlexFlow's (reference 8.2-8.3), scored by the simulator. A proposal
+picks a random layer and gives it a random configuration: a degree for each output dim its
+operator declares splittable, of a kind the flags enable (sample always; parameter with
 `--enable-parameter-parallel`; attribute with `--enable-attribute-parallel`), dividing the dim,
 with at most as many parts as devices; the parts go to a contiguous block of devices starting
 anywhere (operator placement); with `--enable-recomputation`, recomputation or not, at even odds
 (the simulator costs the second forward, and the memory it saves counts through the memory
-penalty); with `--enable-weight-sharding`, for a layer with trainable weights, sharded weights or
-not, at even odds (the simulator costs the gathers' messages, and the memory model the shards
+penalty); with `--enable-weight-sharding`, for a layer with trainable weights, sharded weights
+or not, at even odds (the simulator costs the gathers' messages, and the memory model the shards
 and the transient whole boxes); with `--enable-pipeline-parallel`, at even odds instead, the
 configuration of the layer before or after it, where that fits it (which moves a pipeline's
 stage boundary by a layer, and carries its schedule, GPipe's or 1F1B's), and a random
 configuration may then be run in 2, 4 or 8 micro-batches (GPipe's schedule; a proposal whose
 1F1B order cannot be kept is never accepted: `_rank_of`). Picking the last layer proposes no
-change (FlexFlow's rule; the loss reads its output whole per sample). A proposal slower than
-the current strategy by `delta` ms is accepted with probability exp(-alpha * delta); every
-budget/100 proposals the search returns to the best strategy so far. `budget + 1` proposals
-are scored, as in FlexFlow. Beyond FlexFlow's memory penalty (1 ms per MB over), a strategy over some device's memory never
-replaces one that fits, as the current or the best strategy, and one that fits always replaces
-one that does not: once the search has found a strategy within the memory limit, it returns one.
+change (FlexFlow's rule; the loss reads its output whole per sample). A proposal slower than the
+current strategy by `delta` ms is accepted with probability exp(-alpha * delta); every
+budget/100 proposals the search returns to the best strategy so far. `budget + 1` proposals are
+scored, as in FlexFlow. Beyond FlexFlow's memory penalty (1 ms per MB over), a strategy over
+some device's memory never replaces one that fits, as the current or the best strategy, and one
+that fits always replaces one that does not: once the search has found a strategy within the
+memory limit, it returns one.
 
 The search starts from the best of its initial candidates: data parallelism, the imported
 strategy if any, (when parameter parallelism is enabled, since it uses it) the "one weird
