@@ -31,7 +31,9 @@ or 8 micro-batches, in GPipe's schedule, and in 1F1B's where GPipe's does not fi
 (`one_f_one_b_twins`; scheduler/pipelines.py). Where recomputation is enabled and data
 parallelism does not fit, one more: data parallelism recomputing the fewest layers, most memory
 saved per flop first, that fits (`selective_recomputation`).
-Random choices come from one `random.Random(seed)`, so a seed gives one result.
+Proposals draw from `random.Random(seed)` and acceptance from a stream of its own seeded by
+`seed` too, so a seed gives one result; with `processes` above 1, proposals are scored several
+at once in forked processes (scheduler/speculation.py), the same chain in less time.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from ..ops.spec import DimKind
 from .pipelines import (MICRO_BATCH_COUNTS, held_share, one_f_one_b_name,
                         pipeline_candidates)
 from .simulator import Simulation, Simulator
+from .speculation import Scorers
 from .strategy import ParallelConfig, Strategy, StrategyError, data_parallel_strategy
 from .tensor_parallel import megatron_candidates
 
@@ -67,6 +70,7 @@ class SearchOptions:
     enable_attribute_parallel: bool = False
     seed: int = 0
     delta: bool = True  # delta simulation (False: rebuild every proposal, for comparison)
+    processes: int = 1  # processes scoring proposals at once (scheduler/speculation.py)
     enable_recomputation: bool = False  # proposals may recompute a layer's forward in backward
     enable_weight_sharding: bool = False  # proposals may shard a layer's weights (ZeRO-3)
     enable_pipeline_parallel: bool = False  # pipelines among the candidates; proposals may
@@ -116,6 +120,20 @@ class SearchSpace:
             self._degrees[layer.index] = [
                 c for c in product(*choices) if math.prod(c) <= self.num_devices]
         return self._degrees[layer.index]
+
+    def propose(self, current: Strategy, rng: random.Random) -> Strategy:
+        """FlexFlow's proposal: a random layer given a random configuration (with pipelines,
+        at even odds its neighbour's instead); picking the last layer proposes `current`
+        itself."""
+        layers = self.graph.layers
+        index = rng.randrange(len(layers))
+        if index == len(layers) - 1:
+            return current
+        layer, proposal = layers[index], dict(current)
+        proposal[layer.name] = (self.neighbour_config(layer, current, rng)
+                                if self.pipelines and rng.random() < 0.5
+                                else self.random_config(layer, rng))
+        return proposal
 
     def random_config(self, layer: Layer, rng: random.Random) -> ParallelConfig:
         """Degrees, a block of devices and, where enabled, recomputation and (for a layer
@@ -365,13 +383,35 @@ def search(simulator: Simulator, options: SearchOptions, imported: Strategy | No
 def _search(simulator: Simulator, options: SearchOptions, imported: Strategy | None, stream,
             observer: Callable[[float, float], None] | None) -> SearchResult:
     graph = simulator.graph
-    num_devices = simulator.num_devices
-    space = SearchSpace(graph, num_devices, options)
+    space = SearchSpace(graph, simulator.num_devices, options)
     simulate: Callable[[Strategy], Simulation] = (
         simulator.simulate if options.delta else simulator.simulate_full)
-    rng = random.Random(options.seed)
     started = time.perf_counter()
+    candidates, ranks = _scored_candidates(graph, simulator.num_devices, options, imported,
+                                           simulate)
+    scores = {name: cost for name, (_, cost) in ranks.items()}
+    print(f"MCMC search configuration: budget({options.budget}) alpha({options.alpha:.8f}) "
+          f"mode(TRAINING)", file=stream)
+    print("initial candidates: " + ", ".join(f"{name} {cost:.4f} ms"
+                                             for name, cost in scores.items()), file=stream)
+    first = min(ranks, key=ranks.get)
+    chain = _Chain(dict(candidates[first]), ranks[first], options)
+    with Scorers(lambda proposal: _rank_of(simulate, proposal),
+                 [layer.name for layer in graph.layers], options.processes) as scorers:
+        chain.run(space, scorers, stream, observer)
+    seconds = time.perf_counter() - started
+    processes = f" in {scorers.count} processes" if scorers.count > 1 else ""
+    print(f"MCMC search: {options.budget + 1} proposals in {seconds:.2f} s{processes}; best "
+          f"{chain.best_rank[1]:.4f} ms, data parallel {scores['data parallel']:.4f} ms",
+          file=stream)
+    return SearchResult(chain.best, chain.best_rank[1], scores, options.budget + 1, seconds)
 
+
+def _scored_candidates(graph: Graph, num_devices: int, options: SearchOptions,
+                       imported: Strategy | None, simulate: Callable[[Strategy], Simulation]
+                       ) -> tuple[dict[str, Strategy], dict[str, tuple[bool, float]]]:
+    """The initial candidates and their ranks, with the 1F1B twins of the pipelines over the
+    memory limit and, where data parallelism does not fit, its selective recomputation."""
     candidates = initial_candidates(graph, num_devices, options, imported)
     simulated = {name: simulate(s) for name, s in candidates.items()}
     ranks = {name: _rank(simulation) for name, simulation in simulated.items()}
@@ -385,41 +425,60 @@ def _search(simulator: Simulator, options: SearchOptions, imported: Strategy | N
         if found is not None:
             candidates[SELECTIVE] = found
             ranks[SELECTIVE] = _rank(simulate(found))
-    scores = {name: cost for name, (_, cost) in ranks.items()}
-    print(f"MCMC search configuration: budget({options.budget}) alpha({options.alpha:.8f}) "
-          f"mode(TRAINING)", file=stream)
-    print("initial candidates: " + ", ".join(f"{name} {cost:.4f} ms"
-                                             for name, cost in scores.items()), file=stream)
-    first = min(ranks, key=ranks.get)
-    best, best_rank = dict(candidates[first]), ranks[first]
-    current, current_rank = best, best_rank
-    reset_span = min(max(options.budget // 100, 1), 1000)
-    last = len(graph.layers) - 1
-    for iteration in range(options.budget + 1):
-        if iteration % reset_span == 0:
-            current, current_rank = best, best_rank
-        index = rng.randrange(len(graph.layers))
-        proposal = current
-        if index != last:
-            layer = graph.layers[index]
-            proposal = dict(current)
-            proposal[layer.name] = (space.neighbour_config(layer, current, rng)
-                                    if space.pipelines and rng.random() < 0.5
-                                    else space.random_config(layer, rng))
-        rank = _rank_of(simulate, proposal)
+    return candidates, ranks
+
+
+class _Chain:
+    """The Markov chain: the current and the best strategy, with their ranks. Proposals come
+    from `SearchSpace.propose` on the seed's random stream, acceptance draws from a stream of
+    their own, so that proposals can be drawn ahead of their judgement (scheduler/speculation.py)
+    and drawn again where a judgement moves the chain."""
+
+    def __init__(self, start: Strategy, rank: tuple[bool, float], options: SearchOptions):
+        self.current, self.current_rank = start, rank
+        self.best, self.best_rank = start, rank
+        self.options = options
+        self.proposals = random.Random(options.seed)
+        self.acceptance = random.Random(f"acceptance {options.seed}")
+        self.reset_span = min(max(options.budget // 100, 1), 1000)
+
+    def run(self, space: SearchSpace, scorers: Scorers, stream,
+            observer: Callable[[float, float], None] | None) -> None:
+        """`budget + 1` proposals, `scorers.count` drawn and scored at a time as though the
+        chain stayed where it is; those drawn after one that moves it are drawn again."""
+        iteration, last = 0, self.options.budget
+        while iteration <= last:
+            drawn, base = [], self.current
+            for ahead in range(min(scorers.count, last + 1 - iteration)):
+                if (iteration + ahead) % self.reset_span == 0:
+                    base = self.best
+                drawn.append((space.propose(base, self.proposals), self.proposals.getstate()))
+            ranks = scorers.score_all([proposal for proposal, _ in drawn])
+            for (proposal, state), rank in zip(drawn, ranks):
+                moved = self.judge(iteration, proposal, rank, stream)
+                iteration += 1
+                if observer is not None:
+                    observer(self.current_rank[1], self.best_rank[1])
+                if moved:
+                    self.proposals.setstate(state)
+                    break
+
+    def judge(self, iteration: int, proposal: Strategy, rank: tuple[bool, float],
+              stream) -> bool:
+        """FlexFlow's step for one scored proposal (every `reset_span` steps the chain first
+        returns to the best strategy); whether the chain moved to another strategy."""
+        if iteration % self.reset_span == 0:
+            self.current, self.current_rank = self.best, self.best_rank
         if iteration % 1000 == 0:
-            print(f"iteration({iteration}) current_strategy({current_rank[1]:.4f}) "
-                  f"best_strategy({best_rank[1]:.4f})", file=stream)
-        if rank < best_rank:
-            best, best_rank = proposal, rank
-        if _accepted(rank, current_rank, options.alpha, rng):
-            current, current_rank = proposal, rank
-        if observer is not None:
-            observer(current_rank[1], best_rank[1])
-    seconds = time.perf_counter() - started
-    print(f"MCMC search: {options.budget + 1} proposals in {seconds:.2f} s; best "
-          f"{best_rank[1]:.4f} ms, data parallel {scores['data parallel']:.4f} ms", file=stream)
-    return SearchResult(best, best_rank[1], scores, options.budget + 1, seconds)
+            print(f"iteration({iteration}) current_strategy({self.current_rank[1]:.4f}) "
+                  f"best_strategy({self.best_rank[1]:.4f})", file=stream)
+        if rank < self.best_rank:
+            self.best, self.best_rank = proposal, rank
+        if not _accepted(rank, self.current_rank, self.options.alpha, self.acceptance):
+            return False
+        moved = proposal is not self.current
+        self.current, self.current_rank = proposal, rank
+        return moved
 
 
 def print_strategy(graph: Graph, strategy: Strategy, stream=None) -> None:

@@ -1,0 +1,124 @@
+"""Speculative MCMC: the search's proposals scored several at once, one per process.
+
+A proposal is drawn from the chain's current strategy, and the current strategy changes only
+where a proposal is accepted (about one proposal in five on the deep networks of bench/dnn.py,
+most of those costing exactly what the current one does). So the search draws the next
+proposals as though each one before them were rejected, has them scored together, and judges
+them in order; past the first accepted one the scores are dropped and the proposals drawn again
+from that point, the proposals' random stream rewound to it (`search._Chain`). The chain is the
+one-process chain exactly, whatever the number of processes.
+
+The other processes are forked from the searching one once its initial candidates are
+simulated, so they start with its simulator's caches; each keeps its own from there. Where the
+fork start method does not exist (Windows), the search scores its proposals alone.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import signal
+from typing import Callable, Sequence
+
+from .strategy import ParallelConfig, Strategy
+
+Rank = tuple[bool, float]
+
+
+def can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+class Scorers:
+    """`score` run in this process and in `processes - 1` forked ones (a context manager: the
+    forked ones end with it). A strategy travels as its configurations in `names`' order."""
+
+    def __init__(self, score: Callable[[Strategy], Rank], names: Sequence[str],
+                 processes: int):
+        self.score, self.names = score, tuple(names)
+        self.workers: list[tuple[multiprocessing.Process, object]] = []
+        if processes > 1 and can_fork():
+            context = multiprocessing.get_context("fork")
+            for _ in range(processes - 1):
+                here, there = context.Pipe()
+                ours = [pipe for _, pipe in self.workers] + [here]  # (the fork copies them)
+                process = context.Process(target=_serve, args=(there, ours, score, self.names),
+                                          daemon=True, name="flexflow-search")
+                process.start()
+                there.close()  # so that a process that dies reads as the end of its pipe
+                self.workers.append((process, here))
+
+    @property
+    def count(self) -> int:
+        """How many proposals `score_all` scores at once."""
+        return 1 + len(self.workers)
+
+    def score_all(self, proposals: Sequence[Strategy]) -> list[Rank]:
+        """The ranks of up to `count` proposals: the first scored here, the others by the
+        forked processes meanwhile."""
+        asked = list(zip(self.workers, proposals[1:]))
+        for (_, pipe), proposal in asked:
+            pipe.send(tuple(proposal[name] for name in self.names))
+        ranks = [self.score(proposals[0])]
+        for (process, pipe), _ in asked:
+            ranks.append(_received(process, pipe))
+        return ranks
+
+    def close(self) -> None:
+        for process, pipe in self.workers:
+            pipe.close()
+            process.join(timeout=5)
+            if process.is_alive():
+                process.terminate()
+                process.join()
+        self.workers = []
+
+    def __enter__(self) -> "Scorers":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _received(process, pipe) -> Rank:
+    """A forked process's answer; its error raised here, as the one-process search would."""
+    try:
+        kind, value = pipe.recv()
+    except EOFError:
+        raise RuntimeError(f"search process {process.pid} ended without scoring its proposal "
+                           f"(exit code {process.exitcode})") from None
+    if kind == "error":
+        raise value
+    return value
+
+
+def _serve(pipe, ours: list, score: Callable[[Strategy], Rank], names: tuple[str, ...]
+           ) -> None:
+    """A forked process: score each strategy it is sent until its pipe closes (`ours`, the
+    searching process's ends of the pipes, closed here, so that closing them there, or that
+    process's death, ends this one). Equal configurations are kept as one object, as the
+    searching process's proposals share them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the searching process's to handle
+    for end in ours:
+        end.close()
+    interned: dict[ParallelConfig, ParallelConfig] = {}
+    while True:
+        try:
+            configs = pipe.recv()
+        except EOFError:
+            return
+        strategy = {name: interned.setdefault(config, config)
+                    for name, config in zip(names, configs)}
+        try:
+            answer = ("rank", score(strategy))
+        except Exception as error:  # noqa: BLE001 (raised again in the searching process)
+            answer = ("error", error if _picklable(error) else RuntimeError(repr(error)))
+        pipe.send(answer)
+
+
+def _picklable(error: Exception) -> bool:
+    try:
+        pickle.dumps(error)
+    except Exception:  # noqa: BLE001 (any failure to pickle means: send its repr instead)
+        return False
+    return True
