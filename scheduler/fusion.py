@@ -60,10 +60,16 @@ class Group:
     releases: tuple = ()  # per task, what its device drops after it (scheduler/last_use.py)
 
 
-# Where one group stands among the others: (its name, and as indices into the ordered groups,
-# those whose output it receives, those it only waits for, those of the collectives' launches
-# it awaits). A plain tuple: the search links every group of every proposal.
-Link = tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+# Where one group stands among the others, as indices into the ordered groups: (those whose
+# output it receives, those it only waits for, those of the collectives' launches it awaits).
+# A plain tuple: the search links every group of every proposal.
+Link = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
+
+def group_name(first: TaskKey, place: Place) -> str:
+    """A group's name: its naming task's layer and kind, its device, its epoch and its lane."""
+    device, epoch, lane = place
+    return f"{first.layer}-{first.kind}-d{device}e{epoch}" + (f"l{lane}" if lane else "")
 
 
 def place_of(device: int, lane: int, deps: Iterable[TaskKey], places: Mapping[TaskKey, Place]
@@ -95,11 +101,11 @@ def place_of(device: int, lane: int, deps: Iterable[TaskKey], places: Mapping[Ta
     return (device, epoch, lane), sources, launches
 
 
-def link(groups: Mapping[Place, tuple[TaskKey, Iterable[Place], Iterable[Place]]]
+def link(groups: Mapping[Place, tuple[Iterable[Place], tuple[Place, ...]]]
          ) -> tuple[list[Place], list[Link]]:
-    """The groups' order and links. `groups`: for each place, its naming task's key, the
-    places on other devices its tasks read from, each once, in the order its tasks first read
-    them, and (a tuple) those of the collectives' launches its tasks await.
+    """The groups' order and links. `groups`: for each place, the places on other devices its
+    tasks read from, each once, in the order its tasks first read them, and (a tuple) those of
+    the collectives' launches its tasks await.
 
     A group follows the launches of every member of what it awaits but itself: the members of
     a collective then follow one and the same tuple of groups, which the simulator's schedule
@@ -114,7 +120,7 @@ def link(groups: Mapping[Place, tuple[TaskKey, Iterable[Place], Iterable[Place]]
     links = []
     for g in ordered:
         device = g[0]
-        first, sources, launches = groups[g]
+        sources, launches = groups[g]
         have = received[device]
         receive_from, after = [], []
         for source in sources:
@@ -126,14 +132,12 @@ def link(groups: Mapping[Place, tuple[TaskKey, Iterable[Place], Iterable[Place]]
         if device in previous:
             after.append(previous[device])
         here = previous[device] = index[g]
-        # named by its naming task's layer and kind, its device, its epoch and its lane
-        name = f"{first.layer}-{first.kind}-d{device}e{g[1]}" + (f"l{g[2]}" if g[2] else "")
         follows = resolved.get(launches)
         if follows is None:
             follows = resolved[launches] = tuple(index[launch] for launch in launches)
         if here in follows:  # it launches what it awaits: it does not wait for itself
             follows = tuple(j for j in follows if j != here)
-        links.append((name, tuple(receive_from), tuple(after), follows))
+        links.append((tuple(receive_from), tuple(after), follows))
     return ordered, links
 
 
@@ -152,10 +156,9 @@ def fuse(tasks: Sequence[Task]) -> list[Group]:
         members[where].append(task)
         reads[where] += sources
         awaited[where] += launches
-    ordered, links = link({g: (reduce(naming_key, (t.key for t in members[g])),
-                               dict.fromkeys(reads[g]), tuple(dict.fromkeys(awaited[g])))
+    ordered, links = link({g: (dict.fromkeys(reads[g]), tuple(dict.fromkeys(awaited[g])))
                            for g in members})
-    names = [name for name, _, _, _ in links]
+    names = [group_name(reduce(naming_key, (t.key for t in members[g])), g) for g in ordered]
     return [Group(name, g[0], tuple(members[g]), tuple(names[i] for i in receive_from),
                   tuple(names[i] for i in after), tuple(names[i] for i in follows))
-            for g, (name, receive_from, after, follows) in zip(ordered, links)]
+            for name, g, (receive_from, after, follows) in zip(names, ordered, links)]

@@ -59,7 +59,7 @@ from typing import Iterable, Mapping, NamedTuple
 from ..ops.graph import Graph
 from . import actions as A
 from .costs import KernelCalls, TaskCoster
-from .fusion import LOAD, Place, fuse, link, naming_key, place_of
+from .fusion import LOAD, Place, fuse, group_name, link, naming_key, place_of
 from .machine import MachineModel, Route
 from .memory import (MemoryModel, as_rows, iteration_memory, optimizer_state_copies,
                      weight_memory)
@@ -567,6 +567,7 @@ class _Assembled:
     `GroupPlan` take. Shared by the plans of every simulation that finds it (`sent`, `early`):
     never modified."""
 
+    name: str                            # `fusion.group_name`
     first: TaskKey
     cost: float
     sent: dict[int, float]
@@ -751,13 +752,13 @@ class Simulator:
                     cache.clear()
                 whole = cache[key] = self._assemble(members)
             assembled[g] = whole
-        ordered, links = link({g: (whole.first, whole.reads, whole.follows)
+        ordered, links = link({g: (whole.reads, whole.follows)
                                for g, whole in assembled.items()})
         plans = []
-        for g, (name, receive_from, after, follows) in zip(ordered, links):
+        for g, (receive_from, after, follows) in zip(ordered, links):
             whole = assembled[g]
-            plans.append(GroupPlan(name, g[0], whole.cost, whole.sent, whole.feeds, receive_from,
-                                   after, whole.early, (), (), whole.launches, whole.awaits,
+            plans.append(GroupPlan(whole.name, g[0], whole.cost, whole.sent, whole.feeds,
+                                   receive_from, after, whole.early, (), (), whole.launches, whole.awaits,
                                    follows))  # (positional: thousands a proposal)
         return plans
 
@@ -788,7 +789,9 @@ class Simulator:
                     for place in places:
                         found[place] = None
             feeds += share.feeds
-        return _Assembled(first, math.fsum(costs), sent, feeds,
+        place = members[0].place
+        place = (place[0], place[1] + members[1], place[2])
+        return _Assembled(group_name(first, place), first, math.fsum(costs), sent, feeds,
                           _early_sends(costs, early), tuple(reads), _launch_times(costs, launches),
                           tuple(awaits), tuple(follows))
 
