@@ -709,7 +709,10 @@ class TaskGraphBuilder:
             size += use.wkey[2].volume * 4
         members = [tuple((u.wkey, u.box_index, u.done, u.sharded) for u in bucket)
                    for bucket in buckets]
-        last = {bucket[0].devices: m for bucket, m in zip(buckets, members)}  # launched last
+        # the names of the bucket launched last on each tuple of holders (its launches are all
+        # a "reduced" segment needs of it: keyed so, the segment outlives the bucket's members)
+        last = {bucket[0].devices: self._bucket_names(m)[:2]
+                for bucket, m in zip(buckets, members)}
         keys = []
         for bucket, mine in zip(buckets, members):
             devices = bucket[0].devices
@@ -746,7 +749,7 @@ class TaskGraphBuilder:
                 w.add(launch, device, "update", A.AllReduce(bucket, keys, devices),
                       [k for _, _, done, _ in members for k in done[d]])
             return w.segment(key)
-        last_layer, last_tag, _ = self._bucket_names(key[3])
+        last_layer, last_tag = key[3]
         launches += [TaskKey(last_layer, "update", (last_tag, device), "allreduce")
                      for device in devices if last_tag != tag or last_layer != layer]
         for device in devices:
