@@ -327,17 +327,19 @@ def weight_memory(graph: Graph, weight_devices: dict, num_devices: int, state_co
         nbytes = wkey[2].volume * 4
         trainable = training and graph.layers[wkey[0]].weights[wkey[1]].trainable
         whole = wkey not in sharded
-        cut = shards(wkey[2], holders, cut_limit(wkey, bucketed))
         for d in holders:
             memory[d] += nbytes * ((1 if whole else 0) + (1 if trainable and gradients else 0))
+        if whole and not trainable:
+            continue
+        if whole and wkey in replicated:  # (with the bucket's copy of the gradient, where
+            for d in holders:               # `gradients`)
+                memory[d] += nbytes * (state_copies + (1 if gradients else 0))
+            continue
+        cut = shards(wkey[2], holders, cut_limit(wkey, bucketed))
         if not whole:
             for shard in cut:
                 memory[shard.owner] += shard.box.volume * 4
         if not trainable:
-            continue
-        if wkey in replicated:  # (with the bucket's copy of the gradient, where `gradients`)
-            for d in holders:
-                memory[d] += nbytes * (state_copies + (1 if gradients else 0))
             continue
         for shard in cut:
             pieces = len(holders) - 1 if gradients and wkey not in bucketed else 0
