@@ -123,16 +123,20 @@ class SearchSpace:
 
     def propose(self, current: Strategy, rng: random.Random) -> Strategy:
         """FlexFlow's proposal: a random layer given a random configuration (with pipelines,
-        at even odds its neighbour's instead); picking the last layer proposes `current`
-        itself."""
+        at even odds its neighbour's instead). Picking the last layer, or drawing the
+        configuration the layer has, proposes `current` itself (about one proposal in five
+        draws a data-parallel layer's own configuration: the search need not simulate it)."""
         layers = self.graph.layers
         index = rng.randrange(len(layers))
         if index == len(layers) - 1:
             return current
-        layer, proposal = layers[index], dict(current)
-        proposal[layer.name] = (self.neighbour_config(layer, current, rng)
-                                if self.pipelines and rng.random() < 0.5
-                                else self.random_config(layer, rng))
+        layer = layers[index]
+        config = (self.neighbour_config(layer, current, rng)
+                  if self.pipelines and rng.random() < 0.5 else self.random_config(layer, rng))
+        if config == current[layer.name]:
+            return current
+        proposal = dict(current)
+        proposal[layer.name] = config
         return proposal
 
     def random_config(self, layer: Layer, rng: random.Random) -> ParallelConfig:
@@ -444,17 +448,15 @@ class _Chain:
 
     def run(self, space: SearchSpace, scorers: Scorers, stream,
             observer: Callable[[float, float], None] | None) -> None:
-        """`budget + 1` proposals, `scorers.count` drawn and scored at a time as though the
-        chain stayed where it is; those drawn after one that moves it are drawn again."""
-        iteration, last = 0, self.options.budget
-        while iteration <= last:
-            drawn, base = [], self.current
-            for ahead in range(min(scorers.count, last + 1 - iteration)):
-                if (iteration + ahead) % self.reset_span == 0:
-                    base = self.best
-                drawn.append((space.propose(base, self.proposals), self.proposals.getstate()))
-            ranks = scorers.score_all([proposal for proposal, _ in drawn])
-            for (proposal, state), rank in zip(drawn, ranks):
+        """`budget + 1` proposals, drawn ahead (`_draw`), scored together and judged in order;
+        those drawn after one that moves the chain are dropped and drawn again."""
+        iteration = 0
+        while iteration <= self.options.budget:
+            drawn = self._draw(space, iteration, scorers.count)
+            asked = [proposal for proposal, base, _, _ in drawn if proposal is not base]
+            scored = iter(scorers.score_all(asked) if asked else ())
+            for proposal, base, base_rank, state in drawn:
+                rank = base_rank if proposal is base else next(scored)
                 moved = self.judge(iteration, proposal, rank, stream)
                 iteration += 1
                 if observer is not None:
@@ -462,6 +464,21 @@ class _Chain:
                 if moved:
                     self.proposals.setstate(state)
                     break
+
+    def _draw(self, space: SearchSpace, iteration: int, count: int) -> list[tuple]:
+        """(proposal, the strategy it was drawn from, that one's rank, the proposals' random
+        state after it) from `iteration` on, as though the chain stayed where it is, until
+        `count` of them need scoring: a proposal that changes nothing is the strategy it was
+        drawn from (`SearchSpace.propose`), whose rank is known."""
+        drawn, asked = [], 0
+        base = (self.current, self.current_rank)
+        while asked < count and iteration + len(drawn) <= self.options.budget:
+            if (iteration + len(drawn)) % self.reset_span == 0:
+                base = (self.best, self.best_rank)
+            proposal = space.propose(base[0], self.proposals)
+            asked += proposal is not base[0]
+            drawn.append((proposal, *base, self.proposals.getstate()))
+        return drawn
 
     def judge(self, iteration: int, proposal: Strategy, rank: tuple[bool, float],
               stream) -> bool:
