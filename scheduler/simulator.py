@@ -601,7 +601,8 @@ STRATEGY_FREE = frozenset({A.Update, A.CheckShard, A.AwaitReduced, A.AllReduce,
                            A.SendWeightGrad, A.SendWeight})
 ROWS_KEPT = 200_000  # such rows remembered; all are forgotten when full
 RESULTS_KEPT = 64  # results remembered per segment, for different inputs (~10 MB a 1000 steps)
-ASSEMBLED_KEPT = 16384  # whole groups remembered; all are forgotten when full
+ASSEMBLED_KEPT = 16384  # whole groups remembered in a generation (two are kept: those the
+#                        last generation did not use are forgotten when the next one is full)
 COLLECTIVES_KEPT = 4096  # collectives' times remembered (devices, bytes, gather), least recent out
 
 
@@ -623,6 +624,7 @@ class Simulator:
         self._weights: dict[int, tuple] = {}  # id(weight holders) -> (memory, holders)
         self._where: dict[str, Place] = {}
         self._assembled: dict[tuple, _Assembled] = {}  # [share, base, ...] -> whole group
+        self._assembled_before: dict[tuple, _Assembled] = {}  # the generation before
         self._rows: dict[tuple, tuple] = {}  # (STRATEGY_FREE action, device) -> (a row,
         #                                      its intervals)
         self._collective_ms = functools.lru_cache(maxsize=COLLECTIVES_KEPT)(
@@ -743,14 +745,15 @@ class Simulator:
         """Whole groups as the executor fuses them (`fusion.link`). A group is assembled from
         its segments' shares once, then remembered for as long as the same shares (which the
         key keeps alive) make it with the same bases: a proposal changes a few groups."""
-        assembled, cache = {}, self._assembled
+        assembled, cache, older = {}, self._assembled, self._assembled_before
         for g, members in groups.items():
             key = tuple(members)
             whole = cache.get(key)
             if whole is None:
-                if len(cache) >= ASSEMBLED_KEPT:
-                    cache.clear()
-                whole = cache[key] = self._assemble(members)
+                whole = older.pop(key, None) or self._assemble(members)
+                if len(cache) >= ASSEMBLED_KEPT:  # (a generation full: the one before it goes)
+                    older, cache = self._assembled_before, self._assembled = cache, {}
+                cache[key] = whole
             assembled[g] = whole
         ordered, links = link({g: (whole.reads, whole.follows)
                                for g, whole in assembled.items()})
