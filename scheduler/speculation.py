@@ -85,6 +85,7 @@ def _received(process, pipe) -> Rank:
     try:
         kind, value = pipe.recv()
     except EOFError:
+        process.join(timeout=5)
         raise RuntimeError(f"search process {process.pid} ended without scoring its proposal "
                            f"(exit code {process.exitcode})") from None
     if kind == "error":

@@ -119,7 +119,8 @@ def test_a_delta_search_is_the_full_search(name, machine):
         result = search(simulator, replace(options, delta=delta), stream=io.StringIO())
         runs.append((seen, result.best, result.best_cost))
     (delta_seen, *delta_result), (full_seen, *full_result) = runs
-    assert len(delta_seen) == len(full_seen) > SEARCH_BUDGET
+    assert len(delta_seen) == len(full_seen) > SEARCH_BUDGET // 2  # (those changing nothing
+    #                                                                  are not simulated)
     for step, (fast, slow) in enumerate(zip(delta_seen, full_seen)):
         assert fast == slow, f"proposal {step}"
     assert delta_result == full_result
