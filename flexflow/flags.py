@@ -111,6 +111,8 @@ FLAGS = (
       "the search may shard layers' weights over their holders between uses (ours)"),
     F(("--enable-pipeline-parallel",), "enable_pipeline_parallel", None, False,
       "the search may run stages of layers on their own devices in micro-batches (ours)"),
+    F(("--search-processes",), "search_processes", _positive_int, 1,
+      "processes scoring the search's proposals at once, forked (ours)"),
     F(("-ll:gpu",), "workers_per_node", _positive_int, 0, "devices per node"),
     F(("-ll:cpu",), "cpus_per_node", _non_negative_int, 0, "CPUs per node"),
     F(("-ll:fsize",), "device_memory_mb", _size_mb, 0, "MB of memory per GPU"),

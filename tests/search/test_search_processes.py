@@ -141,3 +141,14 @@ def test_the_processes_end_with_the_search(toy, monkeypatch):
     search(simulator, SearchOptions(budget=30, processes=3), stream=io.StringIO())
     assert len(started) == 2
     assert all(process.exitcode == 0 for process in started)
+
+
+def test_the_flag_sets_the_processes_and_refuses_what_is_not_a_count():
+    from flexflow.core import FFConfig
+    from flexflow.deployment import plan_options
+    from flexflow.flags import FlagError
+    assert plan_options(FFConfig(argv=["--search-processes", "4"])).search.processes == 4
+    assert plan_options(FFConfig(argv=[])).search.processes == 1
+    for bad in ("0", "-2", "two"):
+        with pytest.raises(FlagError, match="--search-processes"):
+            FFConfig(argv=["--search-processes", bad])
