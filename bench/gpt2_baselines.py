@@ -31,7 +31,7 @@ The hand-made baselines:
 
 The fastest fitting one of these (data parallelism aside) is what the search is compared with.
 
-    python bench/gpt2_baselines.py [--budget 1000] [--seed 0] [--global-batch 32]
+    python bench/gpt2_baselines.py [--budget 1000] [--seed 0] [--global-batch 32] [--processes 1]
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def choices(strategy: dict[str, ParallelConfig]) -> str:
 
 
 def main():
-    args = command_line(__doc__, budget=1000, seed=0, global_batch=GLOBAL_BATCH)
+    args = command_line(__doc__, budget=1000, seed=0, global_batch=GLOBAL_BATCH, processes=1)
     machine = machine_module.preset("p100-4x4")
     print(f"GPT-2 medium, global batch {args.global_batch}, Adam, {machine.describe()}, "
           f"{machine.memory(0) / GIB:.1f} GiB a device; {os.cpu_count()} cores, load average "
@@ -177,12 +177,14 @@ def main():
         print(describe(name, results[name]), flush=True)
     options = SearchOptions(args.budget, seed=args.seed, enable_parameter_parallel=True,
                             enable_attribute_parallel=True, enable_recomputation=True,
-                            enable_weight_sharding=True, enable_pipeline_parallel=True)
+                            enable_weight_sharding=True, enable_pipeline_parallel=True,
+                            processes=args.processes)
     started = time.perf_counter()
     found = search(simulator, options, stream=io.StringIO())
     seconds = time.perf_counter() - started
     best = simulator.simulate(found.best)
-    print(describe(f"searched (budget {args.budget})", best, seconds))
+    print(describe(f"searched (budget {args.budget}, {args.processes} process"
+                   f"{'es' if args.processes > 1 else ''})", best, seconds))
     print(f"  the searched strategy: {choices(found.best)}")
     fitting = [s.time for name, s in results.items() if name != "data parallel" and not s.over]
     if fitting and not best.over:
