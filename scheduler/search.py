@@ -403,7 +403,7 @@ def _search(simulator: Simulator, options: SearchOptions, imported: Strategy | N
     with Scorers(lambda proposal: _rank_of(simulate, proposal),
                  [layer.name for layer in graph.layers], options.processes) as scorers:
         chain.run(space, scorers, stream, observer)
-        processes = f" in {scorers.count} processes" if scorers.count > 1 else ""
+        processes = f" in {scorers.processes} processes" if scorers.processes > 1 else ""
     seconds = time.perf_counter() - started
     print(f"MCMC search: {options.budget + 1} proposals in {seconds:.2f} s{processes}; best "
           f"{chain.best_rank[1]:.4f} ms, data parallel {scores['data parallel']:.4f} ms",

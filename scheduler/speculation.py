@@ -18,11 +18,14 @@ from __future__ import annotations
 import multiprocessing
 import pickle
 import signal
-from typing import Callable, Sequence
+from collections import deque
+from typing import Callable, Iterator, Sequence
 
 from .strategy import ParallelConfig, Strategy
 
 Rank = tuple[bool, float]
+AHEAD = 4  # proposals drawn ahead a process (`Scorers.count`): few are dropped, moves are rare
+QUEUED = 2  # proposals a forked process has at a time: it never waits for the next
 
 
 def can_fork() -> bool:
@@ -49,20 +52,49 @@ class Scorers:
                 self.workers.append((process, here))
 
     @property
-    def count(self) -> int:
-        """How many proposals `score_all` scores at once."""
+    def processes(self) -> int:
         return 1 + len(self.workers)
 
+    @property
+    def count(self) -> int:
+        """How many proposals `score_all` is best given at once: `AHEAD` a process, or one
+        where this process scores alone (nothing is then drawn ahead for a move to waste)."""
+        return AHEAD * (1 + len(self.workers)) if self.workers else 1
+
     def score_all(self, proposals: Sequence[Strategy]) -> list[Rank]:
-        """The ranks of up to `count` proposals: the first scored here, the others by the
-        forked processes meanwhile."""
-        asked = list(zip(self.workers, proposals[1:]))
-        for (_, pipe), proposal in asked:
-            pipe.send(tuple(proposal[name] for name in self.names))
-        ranks = [self.score(proposals[0])]
-        for (process, pipe), _ in asked:
-            ranks.append(_received(process, pipe))
+        """The ranks of `proposals`. Each forked process has `QUEUED` of them handed out at a
+        time, the next as soon as one is scored; this process scores the next one not handed
+        out, meanwhile; then it waits for the forked ones' last answers."""
+        ranks: list[Rank | None] = [None] * len(proposals)
+        order = iter(range(len(proposals)))
+        handed: dict[object, tuple] = {}  # pipe -> (its process, the proposals it has)
+        for process, pipe in self.workers:
+            handed[pipe] = (process, deque())
+            self._hand_out(process, pipe, handed[pipe][1], order, proposals)
+        for i in order:  # (the hand-outs below take from the same iterator)
+            ranks[i] = self.score(proposals[i])
+            for pipe, (process, queue) in handed.items():
+                while queue and pipe.poll():
+                    ranks[queue.popleft()] = _received(process, pipe)
+                self._hand_out(process, pipe, queue, order, proposals)
+        for pipe, (process, queue) in handed.items():
+            while queue:
+                ranks[queue.popleft()] = _received(process, pipe)
         return ranks
+
+    def _hand_out(self, process, pipe, queue: deque, order: Iterator[int],
+                  proposals: Sequence[Strategy]) -> None:
+        """Send a forked process proposals until it has `QUEUED` (a strategy is about 20 kB
+        for 300 layers: the pipe's buffer holds them, so sending never waits)."""
+        while len(queue) < QUEUED:
+            i = next(order, None)
+            if i is None:
+                return
+            try:
+                pipe.send(tuple(proposals[i][name] for name in self.names))
+            except OSError:  # (it died: its pipe is broken)
+                raise _died(process) from None
+            queue.append(i)
 
     def close(self) -> None:
         for process, pipe in self.workers:
@@ -84,13 +116,17 @@ def _received(process, pipe) -> Rank:
     """A forked process's answer; its error raised here, as the one-process search would."""
     try:
         kind, value = pipe.recv()
-    except EOFError:
-        process.join(timeout=5)
-        raise RuntimeError(f"search process {process.pid} ended without scoring its proposal "
-                           f"(exit code {process.exitcode})") from None
+    except (EOFError, OSError):  # (it died: its pipe closed, or broken)
+        raise _died(process) from None
     if kind == "error":
         raise value
     return value
+
+
+def _died(process) -> RuntimeError:
+    process.join(timeout=5)
+    return RuntimeError(f"search process {process.pid} ended without scoring its proposal "
+                        f"(exit code {process.exitcode})")
 
 
 def _serve(pipe, ours: list, score: Callable[[Strategy], Rank], names: tuple[str, ...]
