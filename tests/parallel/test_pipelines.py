@@ -17,7 +17,7 @@ from flexflow.scheduler.pipelines import pipeline_strategy
 
 from .models import MODELS, train_losses
 from .test_strategy_invariance import Run, weights
-from .test_weight_sharding import BUILDS, assert_same_run, compiled, reference
+from .test_weight_sharding import assert_same_run, compiled, reference
 
 STEPS = 6
 
