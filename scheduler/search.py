@@ -449,10 +449,13 @@ class _Chain:
     def run(self, space: SearchSpace, scorers: Scorers, stream,
             observer: Callable[[float, float], None] | None) -> None:
         """`budget + 1` proposals, drawn ahead (`_draw`), scored together and judged in order;
-        those drawn after one that moves the chain are dropped and drawn again."""
-        iteration = 0
+        those drawn after one that moves the chain are dropped and drawn again. After a move
+        only as many are drawn as there are processes, then twice as many each time none
+        moves it, up to `scorers.count`: a chain that moves often wastes little."""
+        iteration, ahead = 0, scorers.processes
         while iteration <= self.options.budget:
-            drawn = self._draw(space, iteration, scorers.count)
+            drawn = self._draw(space, iteration, ahead)
+            ahead = min(2 * ahead, scorers.count)
             asked = [proposal for proposal, base, _, _ in drawn if proposal is not base]
             scored = iter(scorers.score_all(asked) if asked else ())
             for proposal, base, base_rank, state in drawn:
@@ -463,6 +466,7 @@ class _Chain:
                     observer(self.current_rank[1], self.best_rank[1])
                 if moved:
                     self.proposals.setstate(state)
+                    ahead = scorers.processes
                     break
 
     def _draw(self, space: SearchSpace, iteration: int, count: int) -> list[tuple]:

@@ -25,7 +25,7 @@ from typing import Callable, Iterator, Sequence
 from .strategy import ParallelConfig, Strategy
 
 Rank = tuple[bool, float]
-AHEAD = 4  # proposals drawn ahead a process (`Scorers.count`): few are dropped, moves are rare
+AHEAD = 4  # proposals drawn ahead a process at most (`Scorers.count`; fewer after a move)
 QUEUED = 2  # proposals a forked process has at a time: it never waits for the next
 
 
