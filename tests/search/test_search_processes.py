@@ -6,6 +6,7 @@ that names it, without hanging."""
 import io
 import os
 import random
+import re
 
 import pytest
 
@@ -152,3 +153,10 @@ def test_the_flag_sets_the_processes_and_refuses_what_is_not_a_count():
     for bad in ("0", "-2", "two"):
         with pytest.raises(FlagError, match="--search-processes"):
             FFConfig(argv=["--search-processes", bad])
+
+
+def test_a_script_searches_in_the_processes_its_flag_asks_for(capsys):
+    compiled(mlp, BATCH, argv=("--in-process", "-ll:gpu", "2", "--budget", "20",
+                               "--search-processes", "2"))
+    assert re.search(r"MCMC search: 21 proposals in [\d.]+ s in 2 processes; best",
+                     capsys.readouterr().out)
