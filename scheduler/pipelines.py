@@ -21,7 +21,6 @@ the micro-batch count back from a configuration (`strategy show`).
 
 from __future__ import annotations
 
-
 from ..ops.graph import Graph
 from ..ops.topological import stable_order
 from .strategy import ParallelConfig, StrategyError

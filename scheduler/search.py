@@ -457,7 +457,7 @@ class _Chain:
             drawn = self._draw(space, iteration, ahead)
             ahead = min(2 * ahead, scorers.count)
             asked = [proposal for proposal, base, _, _ in drawn if proposal is not base]
-            scored = iter(scorers.score_all(asked) if asked else ())
+            scored = iter(scorers.score_all(asked))
             for proposal, base, base_rank, state in drawn:
                 rank = base_rank if proposal is base else next(scored)
                 moved = self.judge(iteration, proposal, rank, stream)

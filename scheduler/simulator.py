@@ -750,7 +750,7 @@ class Simulator:
             key = tuple(members)
             whole = cache.get(key)
             if whole is None:
-                whole = older.pop(key, None) or self._assemble(members)
+                whole = older.pop(key, None) or self._assemble(g, members)
                 if len(cache) >= ASSEMBLED_KEPT:  # (a generation full: the one before it goes)
                     older, cache = self._assembled_before, self._assembled = cache, {}
                 cache[key] = whole
@@ -761,12 +761,12 @@ class Simulator:
         for g, (receive_from, after, follows) in zip(ordered, links):
             whole = assembled[g]
             plans.append(GroupPlan(whole.name, g[0], whole.cost, whole.sent, whole.feeds,
-                                   receive_from, after, whole.early, (), (), whole.launches, whole.awaits,
-                                   follows))  # (positional: thousands a proposal)
+                                   receive_from, after, whole.early, (), (), whole.launches,
+                                   whole.awaits, follows))  # (positional: thousands a proposal)
         return plans
 
-    def _assemble(self, members: list) -> _Assembled:
-        """One group from [share, its segment's base, share, ...], in graph order."""
+    def _assemble(self, at: Place, members: list) -> _Assembled:
+        """The group at `at` from [share, its segment's base, share, ...], in graph order."""
         costs, sent, early, reads, feeds = [], {}, [], {}, 0.0
         launches, awaits, follows = [], [], {}
         first = members[0].first
@@ -792,9 +792,7 @@ class Simulator:
                     for place in places:
                         found[place] = None
             feeds += share.feeds
-        place = members[0].place
-        place = (place[0], place[1] + members[1], place[2])
-        return _Assembled(group_name(first, place), first, math.fsum(costs), sent, feeds,
+        return _Assembled(group_name(first, at), first, math.fsum(costs), sent, feeds,
                           _early_sends(costs, early), tuple(reads), _launch_times(costs, launches),
                           tuple(awaits), tuple(follows))
 

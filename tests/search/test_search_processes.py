@@ -13,10 +13,10 @@ import pytest
 from flexflow.scheduler import speculation
 from flexflow.scheduler.search import (SearchOptions, SearchSpace, _accepted, _rank,
                                        initial_candidates, search)
-from flexflow.scheduler.simulator import Simulator
 
 from ..parallel.models import BATCH, mlp
 from .helpers import compiled, small_machine
+from .test_pipeline_search import simulator_of
 
 # a temperature at which the chain moves often (alpha 0.2: +4 ms accepted 45%): the proposals
 # drawn ahead are dropped many times
@@ -27,10 +27,8 @@ pytestmark = pytest.mark.skipif(not speculation.can_fork(), reason="needs the fo
 
 @pytest.fixture(scope="module")
 def toy():
-    ff, objective = compiled(mlp, BATCH)
-    simulator = Simulator(ff.graph, objective, small_machine(devices=4, nodes=2, cores=None),
-                          ff.compiled.loss, ff.optimizer.rule())
-    return ff.graph, simulator
+    simulator = simulator_of(mlp, machine=small_machine(devices=4, nodes=2, cores=None))
+    return simulator.graph, simulator
 
 
 def flexflows_loop(graph, simulator, options):
