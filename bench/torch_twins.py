@@ -135,11 +135,12 @@ MODULES = {"cifar10_cnn": _cifar10_cnn, "alexnet_cifar": _alexnet_cifar,
            "transformer_lm": _transformer_lm}
 
 
-def module(name: str):
-    """A fresh torch module of the network `name` (seeded, so every process starts alike)."""
+def module(name: str, **sizes):
+    """A fresh torch module of the network `name` (seeded, so every process starts alike),
+    at `sizes` where its builder takes them (transformer_lm's vocab, width, heads, layers)."""
     import torch
     torch.manual_seed(0)
-    return MODULES[name]()
+    return MODULES[name](**sizes)
 
 
 def parameter_count(net) -> int:
