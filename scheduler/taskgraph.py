@@ -25,6 +25,7 @@ The simulator and the executor both consume this one graph.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from itertools import product
 from typing import NamedTuple, Union
@@ -264,6 +265,7 @@ class TaskGraphBuilder:
         self._overlaps: dict[tuple, list] = {}
         self._weights_of: dict[tuple, tuple] = {}
         self._segments: dict[tuple, Segment] = {}
+        self._bucket_of = self._bucket_numbers()
 
     # ---- partitions -----------------------------------------------------------------------------
     def parts(self, index: int, config: ParallelConfig) -> tuple[Partition, ...]:
@@ -691,34 +693,53 @@ class TaskGraphBuilder:
     def _bucket_keys(self, uses: list["_BoxUse"]) -> list[tuple[int, tuple]]:
         """(the layer after whose backward the bucket is launched, the key of its launch
         segment) and (AFTER_BACKWARD, the key of its awaits and updates) for each bucket of the
-        replicated boxes `uses`: boxes in the order backward completes their gradients, a
-        bucket closed once it holds `bucket_bytes` (the first one FIRST_BUCKET_BYTES), as DDP
-        closes them, or where the holders change; a sharded box in a bucket of its own, which
-        the all-reduce sums in place (a bucket of several is a copy of their gradients: FSDP
-        reduces each layer's at once too)."""
-        ordered = sorted(uses, key=lambda use: -use.after)  # (a stable sort: weight order kept)
-        buckets: list[list[_BoxUse]] = []
-        size = 0
-        for use in ordered:
-            if not buckets or size >= self._bucket_cap(len(buckets)) or (
-                    buckets[-1][0].devices != use.devices) or use.sharded or (
-                    buckets[-1][0].sharded):
-                buckets.append([])
-                size = 0
-            buckets[-1].append(use)
-            size += use.wkey[2].volume * 4
+        replicated boxes `uses`, in the order backward completes their gradients: the boxes
+        of one of the model's buckets (`_bucket_numbers`) with the same holders; a sharded box
+        in a bucket of its own, which the all-reduce sums in place (a bucket of several is a
+        copy of their gradients: FSDP reduces each layer's at once too)."""
+        grouped: dict[tuple, list[_BoxUse]] = {}
+        for n, use in enumerate(sorted(uses, key=lambda use: -use.after)):  # (stable)
+            group = ("sharded", n) if use.sharded else (self._bucket_of[use.wkey[:2]],
+                                                        use.devices)
+            grouped.setdefault(group, []).append(use)
+        buckets = list(grouped.values())
         members = [tuple((u.wkey, u.box_index, u.done, u.sharded) for u in bucket)
                    for bucket in buckets]
         # the names of the bucket launched last on each tuple of holders (its launches are all
         # a "reduced" segment needs of it: keyed so, the segment outlives the bucket's members)
-        last = {bucket[0].devices: self._bucket_names(m)[:2]
-                for bucket, m in zip(buckets, members)}
+        last = {bucket[0].devices: self._bucket_names(m)[:2] for bucket, m in
+                sorted(zip(buckets, members), key=lambda pair: -pair[0][-1].after)}
         keys = []
         for bucket, mine in zip(buckets, members):
             devices = bucket[0].devices
             keys.append((bucket[-1].after, ("allreduce", mine, devices)))
             keys.append((AFTER_BACKWARD, ("reduced", mine, devices, last[devices])))
         return keys
+
+    def _bucket_numbers(self) -> dict[tuple[int, int], int]:
+        """Each trainable weight's bucket, by (layer, weight): DDP's buckets of the whole
+        weights in the order backward completes them, the first closed once it holds
+        FIRST_BUCKET_BYTES, the others `bucket_bytes`. A strategy's buckets are these cut where
+        the holders differ; fixed by the model rather than by the strategy, so that a change
+        to one layer's split changes its own buckets alone, and the search rebuilds their
+        segments, not those of every bucket after them."""
+        completes: dict[int, int] = {}  # owner -> the layer whose backward uses it last
+        for layer in reversed(self.weighted):
+            if layer.index != self.skip:
+                completes[layer.weight_owner] = layer.index
+        owners = sorted((layer.index for layer in self.weighted
+                         if layer.weight_owner == layer.index),
+                        key=lambda owner: -completes.get(owner, len(self.graph.layers)))
+        numbers: dict[tuple[int, int], int] = {}
+        bucket = size = 0
+        for owner in owners:
+            for k, spec in enumerate(self.graph.layers[owner].weights):
+                if spec.trainable:
+                    if size >= self._bucket_cap(bucket + 1):
+                        bucket, size = bucket + 1, 0
+                    numbers[owner, k] = bucket
+                    size += math.prod(spec.shape) * 4
+        return numbers
 
     def _update(self, key: tuple) -> Segment:
         """A box's update: reduce-scatter, the shards' updates, and, unless the box is kept

@@ -11,6 +11,7 @@ from flexflow.core import ActiMode, DataType
 from flexflow.model import TRAIN_STEP
 from flexflow.scheduler import actions as A
 from flexflow.scheduler import collectives
+from flexflow.scheduler.strategy import ParallelConfig, data_parallel_strategy
 
 from .models import BATCH, CASES, MODELS, classify, mlp
 from .test_strategy_invariance import assert_same_run, compiled, reference, train
@@ -63,6 +64,21 @@ def test_buckets_follow_backward_and_the_bucket_size():
                 for t in actions_of(ff, A.AllReduce) if t.device == 0]
     assert buckets(25) == [[(3, 0), (3, 1), (2, 0)], [(2, 1), (1, 0), (1, 1), (0, 0), (0, 1)]]
     assert buckets(1) == [[(3, 0), (3, 1), (2, 0)], [(2, 1), (1, 0)], [(1, 1), (0, 0), (0, 1)]]
+
+
+def test_a_layer_moved_off_the_holders_leaves_the_other_buckets_as_they_were():
+    """The model's buckets are fixed: a layer whose weights move to one device leaves its
+    buckets, and every other bucket keeps its boxes (the search then rebuilds the moved
+    layer's buckets alone); the run still gives the single device's numbers."""
+    def moved(graph):
+        configs = data_parallel_strategy(graph, 2)
+        configs[graph.layers[1].name] = ParallelConfig((1, 1), (1,))
+        return configs
+    argv = ["-ll:gpu", "2", "--in-process", *COLLECTIVES, "--bucket-size", "1"]
+    ff, _ = compiled(four_dense, argv, moved, 2)
+    assert [[(key[0], key[1]) for key in t.action.keys] for t in actions_of(ff, A.AllReduce)
+            if t.device == 0] == [[(3, 0), (3, 1), (2, 0)], [(2, 1)], [(0, 0), (0, 1)]]
+    assert_same_run(train(four_dense, argv, moved, 2), train(four_dense, []))
 
 
 def test_the_hub_sums_in_member_order_and_gathers_copies():
