@@ -16,6 +16,10 @@ memory from after its imports to the end of the step):
                     and the embeddings), its eager attention, which keeps the attention weights
     hf_sdpa         the same with transformers' default attention, PyTorch's fused
                     scaled_dot_product_attention
+    hf_plain        hf_sdpa without dropout and with PyTorch's GELU (one kernel) in place of
+                    GPT-2's tanh approximation (`gelu_new`: elementwise operations of which
+                    autograd keeps three results besides the input): the layers ours and the
+                    twin train, in GPT-2's order
 
     python bench/gpt2_memory.py [--systems flexflow hf_eager ...] [--batch 2] [--threads 2]
 
@@ -33,7 +37,7 @@ import time
 
 import memory
 
-SYSTEMS = ("flexflow", "torch_twin", "hf_eager", "hf_sdpa")
+SYSTEMS = ("flexflow", "torch_twin", "hf_eager", "hf_sdpa", "hf_plain")
 SEQ, VOCAB, WIDTH, HEADS, LAYERS = 1024, 50257, 1024, 16, 24
 GIB = 1 << 30
 DEVICE_MEMORY = 16 << 30  # p100-4x4's devices (scheduler/machine.py's P100)
@@ -73,9 +77,11 @@ def torch_network(system: str):
         return torch_twins.module("transformer_lm", vocab=VOCAB, width=WIDTH, heads=HEADS,
                                   layers=LAYERS)
     from transformers import GPT2Config, GPT2LMHeadModel
+    plain = {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+             "activation_function": "gelu"} if system == "hf_plain" else {}
     config = GPT2Config(n_embd=WIDTH, n_layer=LAYERS, n_head=HEADS, n_positions=SEQ,
                         vocab_size=VOCAB,
-                        attn_implementation="eager" if system == "hf_eager" else "sdpa")
+                        attn_implementation="eager" if system == "hf_eager" else "sdpa", **plain)
     net = GPT2LMHeadModel(config)
     net.train()
 

@@ -6,6 +6,8 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).parents[2] / "bench"
 
 
@@ -111,3 +113,34 @@ def test_the_megatron_baseline_makes_each_mlps_second_dense_row_parallel_and_spl
     assert norms and all(megatron[layer.name].replicas == 2
                          and megatron[layer.name].degrees[0] == 2 for layer in norms)
     assert not any(c.replicas > 1 for c in by_positions.values())
+
+
+def test_gpt2_memorys_systems_are_the_networks_they_name(monkeypatch):
+    """bench/gpt2_memory.py: PyTorch's twin has the builder's weights at the sizes it is
+    given; transformers' GPT-2 keeps its dropout and tanh GELU except in `hf_plain`, and
+    each system trains."""
+    transformers = pytest.importorskip("transformers")
+    monkeypatch.syspath_prepend(str(BENCH))
+    import dnn
+    import gpt2_memory
+    sizes = {"SEQ": 16, "VOCAB": 100, "WIDTH": 32, "HEADS": 4, "LAYERS": 2}
+    for name, value in sizes.items():
+        monkeypatch.setattr(gpt2_memory, name, value)
+    graph, _ = dnn.graph_of(lambda ff, b: dnn.transformer_lm(
+        ff, b, seq=16, vocab=100, width=32, heads=4, layers=2), 2)
+    builder_weights = sum(math.prod(w.shape) for layer in graph.layers for w in layer.weights
+                          if w.trainable)
+    twin = gpt2_memory.torch_network("torch_twin")
+    assert sum(p.numel() for p in twin.parameters()) == builder_weights
+    configs = {system: gpt2_memory.torch_network(system).net.config
+               for system in ("hf_eager", "hf_sdpa", "hf_plain")}
+    assert configs["hf_eager"]._attn_implementation == "eager"
+    assert configs["hf_sdpa"]._attn_implementation == "sdpa"
+    for system in ("hf_eager", "hf_sdpa"):
+        assert configs[system].attn_pdrop == configs[system].resid_pdrop == 0.1
+        assert configs[system].activation_function == "gelu_new"
+    assert configs["hf_plain"].attn_pdrop == configs["hf_plain"].resid_pdrop == 0.0
+    assert configs["hf_plain"].activation_function == "gelu"
+    assert isinstance(configs["hf_plain"], transformers.GPT2Config)
+    for system in ("torch_twin", "hf_plain"):
+        assert gpt2_memory.child(system, batch=2, steps=1, threads=1)["peak"] >= 0
