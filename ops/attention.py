@@ -16,8 +16,11 @@ are summed (the out bias added by the first alone); each partition keeps its own
 projections and weights (`MadePartial`), and the input gradients it makes are partial sums,
 which the executor adds.
 
-Attention dropout is refused for now: it needs random numbers that are a pure function of
-(seed, global element index) so that every split draws the same mask.
+Dropout (torch's `dropout`) zeroes attention weights in training, as ops/dropout.py zeroes
+elements: each weight's fate is a hash of the layer's iteration seed and its place in the whole
+(batch, heads, queries, keys) tensor, so every split, heads included, drops the same weights as
+one device. Backward draws the same factors again rather than keeping them: dropout costs no
+memory here.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 
 from .base import Contraction, Kept, MadePartial, Operator, expect_count, expect_float
 from .box import Box
+from .dropout import uniform_hash
 from .spec import DimKind, ShapeError, TensorSpec, WeightSpec
 from .vendor import matmul
 
@@ -87,8 +91,6 @@ class MultiHeadAttention(Operator):
                              f"kdim {self.kdim}, vdim {self.vdim}")
         if not 0.0 <= self.dropout < 1.0:
             raise ShapeError(f"multihead_attention dropout must be in [0, 1), got {self.dropout}")
-        if self.dropout > 0.0:
-            raise ShapeError("attention dropout > 0 is not supported yet")
         if q.ndim != 3 or k.ndim != 3 or v.ndim != 3:
             raise ShapeError(f"multihead_attention inputs must be 3-d (batch, seq, dim), got "
                              f"{shapes}")
@@ -132,17 +134,17 @@ class MultiHeadAttention(Operator):
         summed) that sum, and what this partition's heads keep (made by its `forward_partial`,
         or again here where the forward is recomputed)."""
         if part.reduced is None:
-            return self._attend(xp, xs, ws)
-        saved = part.made if part.made is not None else self._attend(xp, xs, ws)[1]
+            return self._attend(xp, xs, ws, part)
+        saved = part.made if part.made is not None else self._attend(xp, xs, ws, part)[1]
         return [part.reduced], saved
 
     def forward_partial(self, xp, xs, ws, part):
         """A head split's share of the output: its heads' product with its columns of
         `out_proj`, and what they keep for backward."""
-        (out,), saved = self._attend(xp, xs, ws)
+        (out,), saved = self._attend(xp, xs, ws, part)
         return MadePartial(out, saved)
 
-    def _attend(self, xp, xs, ws):
+    def _attend(self, xp, xs, ws, part):
         """Attention over the heads `ws` holds (all, or a head split's share, their projections'
         rows and `out_proj`'s columns), the out bias added where `ws` holds it."""
         kernels, biases, out_kernel, out_bias, bias_kv = self._unpack(ws)
@@ -169,12 +171,26 @@ class MultiHeadAttention(Operator):
         scores = matmul(xp, qh, kh.swapaxes(-1, -2)) * scale
         scores = xp.exp(scores - scores.max(axis=-1, keepdims=True))
         attn = scores / scores.sum(axis=-1, keepdims=True)
-        context = _merge_heads(matmul(xp, attn, vh))
+        kept = self._kept_factors(xp, part, heads, kh.shape[2], attn.dtype)
+        context = _merge_heads(matmul(xp, attn if kept is None else attn * kept, vh))
         out = matmul(xp, context, out_kernel.T)
         if out_bias is not None:
             out = out + out_bias
         return [out], (xs, kernels, out_kernel, qh, kh, vh, attn, context, scale,
                        out_bias is not None)
+
+    def _kept_factors(self, xp, part, heads: int, keys: int, dtype):
+        """Dropout's factor (0, or 1 / (1 - dropout)) of each attention weight of this
+        partition's batch rows, query rows and `heads` (a head split's share), over all keys;
+        None where nothing is dropped."""
+        if not part.training or self.dropout == 0.0:
+            return None
+        first = part.share * heads
+        batch, queries = part.out_box.bounds[:2]
+        box = Box((batch, (first, first + heads), queries, (0, keys)))
+        whole = (part.in_shapes[0][0], self.num_heads, part.in_shapes[0][1], keys)
+        drawn = uniform_hash(xp, (part.seed,), box, whole)
+        return (drawn >= self.dropout).astype(dtype) * (1.0 / (1.0 - self.dropout))
 
     def contraction(self, inputs):
         """The heads: the q/k/v projections' rows (and biases), `out_proj`'s columns and
@@ -202,7 +218,10 @@ class MultiHeadAttention(Operator):
         dcontext, out_grads = _linear_backward(xp, dy, context, out_kernel, out_bias)
         dctx = _split_heads(dcontext, qh.shape[1])
         dattn = matmul(xp, dctx, vh.swapaxes(-1, -2))
-        dvh = matmul(xp, attn.swapaxes(-1, -2), dctx)
+        kept = self._kept_factors(xp, part, qh.shape[1], kh.shape[2], attn.dtype)  # again
+        if kept is not None:
+            dattn = dattn * kept
+        dvh = matmul(xp, (attn if kept is None else attn * kept).swapaxes(-1, -2), dctx)
         dscores = attn * (dattn - (dattn * attn).sum(axis=-1, keepdims=True)) * scale
         dq = _merge_heads(matmul(xp, dscores, kh))
         dk = _merge_heads(matmul(xp, dscores.swapaxes(-1, -2), qh))
@@ -240,7 +259,8 @@ class MultiHeadAttention(Operator):
         lk = k.shape[1] + self.add_bias_kv + self.add_zero_attn
         projections = 2 * e * (q.size + k.size + v.size + b * lq * e)
         attention = 4 * b * lq * lk * e  # Q K^T and attn V
-        return projections + attention + 5 * b * self.num_heads * lq * lk  # softmax
+        weights = b * self.num_heads * lq * lk
+        return projections + attention + (5 + 3 * (self.dropout > 0)) * weights  # softmax, dropout
 
 
 def _projection(name: str, out_dim: int, in_dim: int) -> WeightSpec:

@@ -44,6 +44,7 @@ class Part:
     made: Any = None
     input_grads: tuple[bool, ...] = ()  # per input, whether its gradient is wanted; () = all
     fed: tuple[bool, ...] = ()  # per input, whether it is fed (checked as loaded); () = none
+    share: int = 0  # its place among the partitions of a contraction split (attention: heads)
 
     def wants_grad(self, index: int) -> bool:
         """Kernels may skip (and return None for) gradients nobody reads, e.g. a model input's."""

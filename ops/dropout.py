@@ -4,7 +4,8 @@ by 1 / (1 - rate), so inference is the identity.
 The keep/drop decision for an element is a hash of (op seed, iteration seed, the element's index in
 the whole tensor), not a draw from a stateful generator. Any partition can therefore compute its own
 piece of the mask from its box alone, and every split of the tensor, on any device and with either
-array module, drops exactly the same elements as the single-device run.
+array module, drops exactly the same elements as the single-device run; and backward draws the
+mask again instead of keeping it.
 """
 
 from __future__ import annotations
@@ -68,20 +69,25 @@ class Dropout(Operator):
 
     def forward(self, xp, xs, ws, part):
         (x,) = xs
+        factors = self._factors(xp, part, x.dtype)
+        return [x if factors is None else x * factors], None
+
+    def _factors(self, xp, part, dtype):
+        """Each element's factor (0, or 1 / (1 - rate) for the kept ones) in `dtype`, so that
+        y = x * factor keeps x's; None where nothing is dropped (inference, rate 0)."""
         if not part.training or self.rate == 0:
-            return [x], None
+            return None
         u = uniform_hash(xp, (self.seed, part.seed), part.out_box, part.in_shapes[0])
-        # The kept elements' factor, stored in x's dtype so y = x * factor stays float32.
-        factor = (u >= self.rate).astype(x.dtype) * (1.0 / (1.0 - self.rate))
-        return [x * factor], factor
+        return (u >= self.rate).astype(dtype) * (1.0 / (1.0 - self.rate))
 
     def kept_for_backward(self, inputs):
-        """The factor of every element (0 or 1 / (1 - rate)), an array as large as its input."""
-        return Kept(extra=inputs[0].itemsize if self.rate else 0.0)
+        """Nothing: backward draws the same factors again from the same seeds and box."""
+        return Kept()
 
     def backward(self, xp, dys, saved, part):
         (dy,) = dys
-        return [dy if saved is None else dy * saved], []
+        factors = self._factors(xp, part, dy.dtype)
+        return [dy if factors is None else dy * factors], []
 
     def dim_kinds(self, inputs):
         return independent_dim_kinds(inputs[0].ndim)

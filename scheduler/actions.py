@@ -135,7 +135,8 @@ class Forward(Action):
                     ctx.iteration.training, seed=ctx.iteration.step * 7919 + layer.index,
                     input_grads=tuple(ctx.graph.tensors[t].producer is not None
                                       for t in layer.inputs),
-                    fed=tuple(t in ctx.fed_checks for t in layer.inputs))
+                    fed=tuple(t in ctx.fed_checks for t in layer.inputs),
+                    share=self.part % self.contraction)
         return layer, xs, ws, part
 
     def run(self, store, ctx, out):

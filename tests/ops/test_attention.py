@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from flexflow.ops.attention import MultiHeadAttention
+from flexflow.ops.base import Part
 from flexflow.ops.spec import DimKind, ShapeError, TensorSpec
 
 from .op_check import check_op, check_partitioned, randn, run_op
@@ -101,6 +102,59 @@ def test_attention_partitions_tile_the_output(dim):
     check_partitioned(op, xs, weights(op, specs(xs)), dim)
 
 
+def dropped_reference(op: MultiHeadAttention, kept: np.ndarray):
+    """Attention in torch's own operations (biases, no extra rows) with the attention weights
+    multiplied by `kept`, our dropout's factors."""
+    def reference(query, key, value, wq, wk, wv, bq, bk, bv, wo, bo):
+        def heads(x, w, b):
+            y = x @ w.T + b
+            return y.reshape(*y.shape[:2], op.num_heads, -1).transpose(1, 2)
+        q, k, v = heads(query, wq, bq), heads(key, wk, bk), heads(value, wv, bv)
+        attn = torch.softmax(q @ k.transpose(-1, -2) / (q.shape[-1] ** 0.5), dim=-1)
+        context = (attn * torch.tensor(kept)) @ v
+        return context.transpose(1, 2).reshape(query.shape) @ wo.T + bo
+    return reference
+
+
+def kept_factors(op, xs, seed):
+    in_specs = specs(xs)
+    part = Part.whole(in_specs, op.infer(in_specs), seed=seed)
+    return op._kept_factors(np, part, op.num_heads, xs[1].shape[1], np.float32)
+
+
+@pytest.mark.parametrize("heads", [1, 2, 4])
+@pytest.mark.parametrize("rate", [0.2, 0.6])
+def test_attention_dropout_matches_torch_with_the_same_factors(heads, rate):
+    op = MultiHeadAttention(EMBED, heads, dropout=rate)
+    xs = inputs(op, lq=5, lk=6)
+    kept = kept_factors(op, xs, seed=7)
+    assert 0 < (kept == 0).sum() < kept.size
+    check_op(op, xs, weights(op, specs(xs)), dropped_reference(op, kept), seed=7)
+
+
+def test_attention_dropout_drops_about_its_rate_and_differs_by_seed():
+    op = MultiHeadAttention(EMBED, 4, dropout=0.3)
+    xs = inputs(op, lq=32, lk=40, batch=8)
+    kept = kept_factors(op, xs, seed=1)
+    assert abs((kept == 0).mean() - 0.3) < 0.02
+    assert set(np.unique(kept)) == {0.0, np.float32(1 / 0.7)}
+    assert 0.3 < ((kept_factors(op, xs, seed=2) == 0) != (kept == 0)).mean() < 0.5
+
+
+def test_attention_dropout_is_off_in_inference():
+    op = MultiHeadAttention(EMBED, 2, dropout=0.5)
+    xs = inputs(op)
+    check_op(op, xs, weights(op, specs(xs)), torch_reference(op), training=False,
+             check_backward=False)
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_attention_dropout_partitions_draw_the_whole_tensors_factors(dim):
+    op = MultiHeadAttention(EMBED, 2, 3, 5, dropout=0.4, add_bias_kv=True, add_zero_attn=True)
+    xs = inputs(op, lq=4, batch=4)
+    check_partitioned(op, xs, weights(op, specs(xs)), dim, seed=3)
+
+
 @pytest.mark.parametrize("query,key,value", [
     ((2, 3, 6), (2, 4, 8), (2, 4, 8)),   # query dim != embed_dim
     ((2, 3, 8), (2, 4, 8), (2, 5, 8)),   # key/value lengths differ
@@ -115,7 +169,6 @@ def test_attention_rejects_mismatched_shapes(query, key, value):
 
 @pytest.mark.parametrize("op,message", [
     (MultiHeadAttention(EMBED, 3), "num_heads (3)"),
-    (MultiHeadAttention(EMBED, 2, dropout=0.1), "dropout > 0 is not supported"),
     (MultiHeadAttention(EMBED, 2, dropout=1.5), "[0, 1), got 1.5"),
     (MultiHeadAttention(EMBED, 2, kdim=-1), "kdim -1"),
 ])

@@ -1,7 +1,8 @@
 """Attention split by its heads (Megatron's attention, `ParallelConfig.contraction` on
 ops/attention.py): each of a box's partitions attends with its share of the heads and the
 partitions' outputs are summed. It changes where the work runs, never results: with and without
-biases, with bias_k/bias_v and zero rows, with keys and values of other widths, on 2 and 4
+biases, with bias_k/bias_v and zero rows, with keys and values of other widths, with the
+attention weights dropped (each partition drawing its own heads' factors), on 2 and 4
 devices, under data parallelism, recomputed, with the collectives on and off, trained, it gives
 the single device's losses and weights; each partition reads its heads' slices and the out bias
 alone reads the first; what a partition keeps is its heads' share, as the memory model counts
@@ -26,15 +27,16 @@ STEPS = 6
 HEADS = 4
 
 
-def attention_model(bias=True, add_bias_kv=False, add_zero_attn=False, widths=(8, 8)):
-    """A query of 8 features attending over keys and values of `widths` features, 4 heads,
-    then a dense with GELU and the classifier."""
+def attention_model(bias=True, add_bias_kv=False, add_zero_attn=False, widths=(8, 8),
+                    dropout=0.0):
+    """A query of 8 features attending over keys and values of `widths` features, 4 heads
+    (their weights dropped at `dropout`), then a dense with GELU and the classifier."""
     def build(ff):
         x = ff.create_tensor([BATCH, 3, 8], DataType.DT_FLOAT)
         k = ff.create_tensor([BATCH, 5, widths[0]], DataType.DT_FLOAT)
         v = ff.create_tensor([BATCH, 5, widths[1]], DataType.DT_FLOAT)
         kdim, vdim = (0 if w == 8 else w for w in widths)
-        t = ff.multihead_attention(x, k, v, 8, HEADS, kdim, vdim, bias=bias,
+        t = ff.multihead_attention(x, k, v, 8, HEADS, kdim, vdim, dropout=dropout, bias=bias,
                                    add_bias_kv=add_bias_kv, add_zero_attn=add_zero_attn)
         t = ff.mean(ff.dense(t, 8, ActiMode.AC_MODE_GELU), [1])
         return classify(ff, t, [x, k, v])
@@ -46,7 +48,8 @@ VARIANTS = {"attention": attention_model(),
             "attention_bias_kv": attention_model(add_bias_kv=True),
             "attention_kv_zero": attention_model(add_bias_kv=True, add_zero_attn=True),
             "attention_no_bias_kv": attention_model(bias=False, add_bias_kv=True),
-            "attention_widths": attention_model(widths=(6, 10))}
+            "attention_widths": attention_model(widths=(6, 10)),
+            "attention_dropout": attention_model(add_bias_kv=True, dropout=0.3)}
 BUILDS.update(VARIANTS)
 
 

@@ -69,12 +69,13 @@ class VGG(nn.Module):
 
 class EncoderLayer(nn.Module):
     """A post-norm transformer encoder layer from nn.MultiheadAttention, nn.LayerNorm and
-    nn.Linear; `batch_first=False` runs the attention sequence-first between transposes."""
+    nn.Linear; `batch_first=False` runs the attention sequence-first between transposes;
+    `dropout` drops its attention weights in training."""
 
-    def __init__(self, embed=16, heads=4, hidden=32, batch_first=True):
+    def __init__(self, embed=16, heads=4, hidden=32, batch_first=True, dropout=0.0):
         super().__init__()
         self.batch_first = batch_first
-        self.attn = nn.MultiheadAttention(embed, heads, batch_first=batch_first)
+        self.attn = nn.MultiheadAttention(embed, heads, dropout=dropout, batch_first=batch_first)
         self.norm1 = nn.LayerNorm(embed)
         self.ff1 = nn.Linear(embed, hidden)
         self.ff2 = nn.Linear(hidden, embed)

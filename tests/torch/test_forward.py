@@ -31,6 +31,8 @@ CASES = {
     "encoder_mha": (models.EncoderLayer, lambda: models.float_inputs((4, 5, 16))),
     "encoder_mha_seq_first": (lambda: models.EncoderLayer(batch_first=False),
                               lambda: models.float_inputs((4, 5, 16))),
+    "encoder_mha_dropout": (lambda: models.EncoderLayer(dropout=0.1),
+                            lambda: models.float_inputs((4, 5, 16))),
     "encoder_matmul": (models.MatmulAttentionLayer, lambda: models.float_inputs((4, 5, 16))),
     "embedding_bag": (models.EmbeddingBag, lambda: models.int_inputs(50, (4, 7))),
     "embedding_positional": (models.EmbeddingPositional,
