@@ -11,7 +11,7 @@ and the transient whole boxes); with `--enable-pipeline-parallel`, at even odds 
 configuration of the layer before or after it, where that fits it (which moves a pipeline's
 stage boundary by a layer, and carries its schedule, GPipe's or 1F1B's), and a random
 configuration may then be run in 2, 4 or 8 micro-batches (GPipe's schedule; a proposal whose
-1F1B order cannot be kept is never accepted: `_rank_of`). Picking the last layer proposes no
+1F1B order cannot be kept is never accepted: `_scored`). Picking the last layer proposes no
 change (FlexFlow's rule; the loss reads its output whole per sample). A proposal slower than the
 current strategy by `delta` ms is accepted with probability exp(-alpha * delta); every
 budget/100 proposals the search returns to the best strategy so far. `budget + 1` proposals are
@@ -341,15 +341,17 @@ def _rank(simulation: Simulation) -> tuple[bool, float]:
     return bool(simulation.over), simulation.cost
 
 
-def _rank_of(simulate: Callable[[Strategy], Simulation], proposal: Strategy
-             ) -> tuple[bool, float]:
-    """The proposal's rank; one whose 1F1B order cannot be kept (a layer after a 1F1B stage
-    that reads several micro-batches at once: `pipelines.in_dependency_order`) ranks last, over
-    the memory limit at no finite cost, so that it is never accepted."""
+def _scored(simulate: Callable[[Strategy], Simulation], proposal: Strategy
+            ) -> tuple[tuple[bool, float], float]:
+    """The proposal's rank and simulated time; one whose 1F1B order cannot be kept (a layer
+    after a 1F1B stage that reads several micro-batches at once:
+    `pipelines.in_dependency_order`) ranks last, over the memory limit at no finite cost, so
+    that it is never accepted."""
     try:
-        return _rank(simulate(proposal))
+        simulation = simulate(proposal)
     except StrategyError:
-        return True, math.inf
+        return (True, math.inf), math.inf
+    return _rank(simulation), simulation.time
 
 
 def _accepted(proposal: tuple[bool, float], current: tuple[bool, float], alpha: float,
@@ -391,17 +393,19 @@ def _search(simulator: Simulator, options: SearchOptions, imported: Strategy | N
     simulate: Callable[[Strategy], Simulation] = (
         simulator.simulate if options.delta else simulator.simulate_full)
     started = time.perf_counter()
-    candidates, ranks = _scored_candidates(graph, simulator.num_devices, options, imported,
-                                           simulate)
-    scores = {name: cost for name, (_, cost) in ranks.items()}
-    print(f"MCMC search configuration: budget({options.budget}) alpha({options.alpha:.8f}) "
-          f"mode(TRAINING)", file=stream)
-    print("initial candidates: " + ", ".join(f"{name} {cost:.4f} ms"
-                                             for name, cost in scores.items()), file=stream)
-    first = min(ranks, key=ranks.get)
-    chain = _Chain(dict(candidates[first]), ranks[first], options)
-    with Scorers(lambda proposal: _rank_of(simulate, proposal),
+    candidates = initial_candidates(graph, simulator.num_devices, options, imported)
+    simulate(candidates["data parallel"])  # (its pieces in the caches every process starts with)
+    with Scorers(lambda proposal: _scored(simulate, proposal),
                  [layer.name for layer in graph.layers], options.processes) as scorers:
+        ranks = _scored_candidates(graph, simulator.num_devices, options, candidates,
+                                   simulate, scorers)
+        scores = {name: cost for name, (_, cost) in ranks.items()}
+        print(f"MCMC search configuration: budget({options.budget}) "
+              f"alpha({options.alpha:.8f}) mode(TRAINING)", file=stream)
+        print("initial candidates: " + ", ".join(f"{name} {cost:.4f} ms"
+                                                 for name, cost in scores.items()), file=stream)
+        first = min(ranks, key=ranks.get)
+        chain = _Chain(dict(candidates[first]), ranks[first], options)
         chain.run(space, scorers, stream, observer)
         processes = f" in {scorers.processes} processes" if scorers.processes > 1 else ""
     seconds = time.perf_counter() - started
@@ -412,24 +416,24 @@ def _search(simulator: Simulator, options: SearchOptions, imported: Strategy | N
 
 
 def _scored_candidates(graph: Graph, num_devices: int, options: SearchOptions,
-                       imported: Strategy | None, simulate: Callable[[Strategy], Simulation]
-                       ) -> tuple[dict[str, Strategy], dict[str, tuple[bool, float]]]:
-    """The initial candidates and their ranks, with the 1F1B twins of the pipelines over the
-    memory limit and, where data parallelism does not fit, its selective recomputation."""
-    candidates = initial_candidates(graph, num_devices, options, imported)
-    simulated = {name: simulate(s) for name, s in candidates.items()}
-    ranks = {name: _rank(simulation) for name, simulation in simulated.items()}
+                       candidates: dict[str, Strategy], simulate: Callable[[Strategy], Simulation],
+                       scorers: Scorers) -> dict[str, tuple[bool, float]]:
+    """The ranks of the initial `candidates`, scored together by `scorers`, with the 1F1B
+    twins of the pipelines over the memory limit and, where data parallelism does not fit, its
+    selective recomputation (a search of its own, in this process) added to `candidates`."""
+    scored = dict(zip(candidates, scorers.score_all(list(candidates.values()))))
+    ranks = {name: rank for name, (rank, _) in scored.items()}
     if options.enable_pipeline_parallel:
-        over = {name: s.time for name, s in simulated.items() if s.over}
-        for name, strategy in one_f_one_b_twins(graph, num_devices, options, over).items():
-            candidates[name] = strategy
-            ranks[name] = _rank(simulate(strategy))
+        over = {name: seconds for name, ((is_over, _), seconds) in scored.items() if is_over}
+        twins = one_f_one_b_twins(graph, num_devices, options, over)
+        candidates.update(twins)
+        ranks.update(zip(twins, (rank for rank, _ in scorers.score_all(list(twins.values())))))
     if options.enable_recomputation and ranks["data parallel"][0]:
         found = selective_recomputation(graph, candidates["data parallel"], simulate)
         if found is not None:
             candidates[SELECTIVE] = found
             ranks[SELECTIVE] = _rank(simulate(found))
-    return candidates, ranks
+    return ranks
 
 
 class _Chain:
@@ -459,7 +463,7 @@ class _Chain:
             asked = [proposal for proposal, base, _, _ in drawn if proposal is not base]
             scored = iter(scorers.score_all(asked))
             for proposal, base, base_rank, state in drawn:
-                rank = base_rank if proposal is base else next(scored)
+                rank = base_rank if proposal is base else next(scored)[0]
                 moved = self.judge(iteration, proposal, rank, stream)
                 iteration += 1
                 if observer is not None:

@@ -9,8 +9,9 @@ moves the chain the scores are dropped and the proposals drawn again from there,
 random stream rewound to it (`search._Chain`). The chain is the one-process chain exactly,
 whatever the number of processes.
 
-The other processes are forked from the searching one once its initial candidates are
-simulated, so they start with its simulator's caches; each keeps its own from there. Where the
+The other processes are forked from the searching one once it has simulated data parallelism,
+so they start with its simulator's caches, and score the initial candidates with it; each keeps
+its own caches from there. Where the
 fork start method does not exist (Windows), the search scores its proposals alone.
 """
 
@@ -24,7 +25,7 @@ from typing import Callable, Iterator, Sequence
 
 from .strategy import ParallelConfig, Strategy
 
-Rank = tuple[bool, float]
+Score = tuple  # what the search scores a strategy by (`search._scored`: its rank and time)
 AHEAD = 4  # proposals drawn ahead a process at most (`Scorers.count`; fewer after a move)
 QUEUED = 2  # proposals a forked process has at a time: it never waits for the next
 
@@ -37,7 +38,7 @@ class Scorers:
     """`score` run in this process and in `processes - 1` forked ones (a context manager: the
     forked ones end with it). A strategy travels as its configurations in `names`' order."""
 
-    def __init__(self, score: Callable[[Strategy], Rank], names: Sequence[str],
+    def __init__(self, score: Callable[[Strategy], Score], names: Sequence[str],
                  processes: int):
         self.score, self.names = score, tuple(names)
         self.workers: list[tuple[multiprocessing.Process, object]] = []
@@ -62,26 +63,26 @@ class Scorers:
         where this process scores alone (nothing is then drawn ahead for a move to waste)."""
         return AHEAD * (1 + len(self.workers)) if self.workers else 1
 
-    def score_all(self, proposals: Sequence[Strategy]) -> list[Rank]:
-        """The ranks of `proposals`. Each forked process has `QUEUED` of them handed out at a
+    def score_all(self, proposals: Sequence[Strategy]) -> list[Score]:
+        """The scores of `proposals`. Each forked process has `QUEUED` of them handed out at a
         time, the next as soon as one is scored; this process scores the next one not handed
         out, meanwhile; then it waits for the forked ones' last answers."""
-        ranks: list[Rank | None] = [None] * len(proposals)
+        scores: list[Score | None] = [None] * len(proposals)
         order = iter(range(len(proposals)))
         handed: dict[object, tuple] = {}  # pipe -> (its process, the proposals it has)
         for process, pipe in self.workers:
             handed[pipe] = (process, deque())
             self._hand_out(process, pipe, handed[pipe][1], order, proposals)
         for i in order:  # (the hand-outs below take from the same iterator)
-            ranks[i] = self.score(proposals[i])
+            scores[i] = self.score(proposals[i])
             for pipe, (process, queue) in handed.items():
                 while queue and pipe.poll():
-                    ranks[queue.popleft()] = _received(process, pipe)
+                    scores[queue.popleft()] = _received(process, pipe)
                 self._hand_out(process, pipe, queue, order, proposals)
         for pipe, (process, queue) in handed.items():
             while queue:
-                ranks[queue.popleft()] = _received(process, pipe)
-        return ranks
+                scores[queue.popleft()] = _received(process, pipe)
+        return scores
 
     def _hand_out(self, process, pipe, queue: deque, order: Iterator[int],
                   proposals: Sequence[Strategy]) -> None:
@@ -113,7 +114,7 @@ class Scorers:
         self.close()
 
 
-def _received(process, pipe) -> Rank:
+def _received(process, pipe) -> Score:
     """A forked process's answer; its error raised here, as the one-process search would."""
     try:
         kind, value = pipe.recv()
@@ -130,7 +131,7 @@ def _died(process) -> RuntimeError:
                         f"(exit code {process.exitcode})")
 
 
-def _serve(pipe, ours: list, score: Callable[[Strategy], Rank], names: tuple[str, ...]
+def _serve(pipe, ours: list, score: Callable[[Strategy], Score], names: tuple[str, ...]
            ) -> None:
     """A forked process: score each strategy it is sent until its pipe closes (`ours`, the
     searching process's ends of the pipes, closed here, so that closing them there, or that
@@ -148,7 +149,7 @@ def _serve(pipe, ours: list, score: Callable[[Strategy], Rank], names: tuple[str
         strategy = {name: interned.setdefault(config, config)
                     for name, config in zip(names, configs)}
         try:
-            answer = ("rank", score(strategy))
+            answer = ("score", score(strategy))
         except Exception as error:  # noqa: BLE001 (raised again in the searching process)
             answer = ("error", error if _picklable(error) else RuntimeError(repr(error)))
         pipe.send(answer)

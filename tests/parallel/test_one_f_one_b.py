@@ -175,11 +175,11 @@ def test_1f1b_is_refused_for_a_batch_norm_over_the_batch_and_an_unknown_schedule
 
 
 def test_the_search_never_accepts_a_proposal_1f1b_cannot_order():
-    from flexflow.scheduler.search import _rank_of
+    from flexflow.scheduler.search import _scored
 
     def refuse(strategy):
         raise StrategyError("layer 'x': 1F1B's order of its micro-batches cannot be kept")
-    assert _rank_of(refuse, {}) == (True, float("inf"))
+    assert _scored(refuse, {}) == ((True, float("inf")), float("inf"))
 
 
 # ---- files and show -----------------------------------------------------------------------------

@@ -158,3 +158,24 @@ def test_a_script_searches_in_the_processes_its_flag_asks_for(capsys):
                                "--search-processes", "2"))
     assert re.search(r"MCMC search: 21 proposals in [\d.]+ s in 2 processes; best",
                      capsys.readouterr().out)
+
+
+def test_the_initial_candidates_are_scored_in_every_process_alike(toy, monkeypatch):
+    """Forked once data parallelism is simulated, the processes share the initial candidates
+    (this one simulates fewer of them than there are), which score as in one process."""
+    graph, simulator = toy
+    options = SearchOptions(budget=0, enable_parameter_parallel=True, enable_recomputation=True,
+                            enable_weight_sharding=True, enable_pipeline_parallel=True, seed=3)
+    candidates = initial_candidates(graph, simulator.num_devices, options)
+    assert len(candidates) >= 6
+    simulated_here = []
+    simulate = simulator.simulate
+    monkeypatch.setattr(simulator, "simulate",
+                        lambda strategy: simulated_here.append(strategy) or simulate(strategy))
+    alone = search(simulator, options, stream=io.StringIO())
+    assert len(simulated_here) >= len(candidates) + 1
+    simulated_here.clear()
+    together = search(simulator, SearchOptions(**{**options.__dict__, "processes": 2}),
+                      stream=io.StringIO())
+    assert together.candidates == alone.candidates and together.best_cost == alone.best_cost
+    assert len(simulated_here) < len(candidates)
