@@ -143,4 +143,4 @@ def test_gpt2_memorys_systems_are_the_networks_they_name(monkeypatch):
     assert configs["hf_plain"].activation_function == "gelu"
     assert isinstance(configs["hf_plain"], transformers.GPT2Config)
     for system in ("torch_twin", "hf_plain"):
-        assert gpt2_memory.child(system, batch=2, steps=1, threads=1)["peak"] >= 0
+        assert gpt2_memory.torch_steps(system, batch=2, steps=1) == {}
