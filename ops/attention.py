@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from .base import Contraction, Kept, MadePartial, Operator, expect_count, expect_float
 from .box import Box
-from .dropout import uniform_hash
+from .dropout import kept_factors
 from .spec import DimKind, ShapeError, TensorSpec, WeightSpec
 from .vendor import matmul
 
@@ -180,17 +180,16 @@ class MultiHeadAttention(Operator):
                        out_bias is not None)
 
     def _kept_factors(self, xp, part, heads: int, keys: int, dtype):
-        """Dropout's factor (0, or 1 / (1 - dropout)) of each attention weight of this
-        partition's batch rows, query rows and `heads` (a head split's share), over all keys;
-        None where nothing is dropped."""
+        """Dropout's `kept_factors` of the attention weights of this partition's batch rows,
+        query rows and `heads` (a head split's share), over all keys; None where nothing is
+        dropped."""
         if not part.training or self.dropout == 0.0:
             return None
         first = part.share * heads
         batch, queries = part.out_box.bounds[:2]
         box = Box((batch, (first, first + heads), queries, (0, keys)))
         whole = (part.in_shapes[0][0], self.num_heads, part.in_shapes[0][1], keys)
-        drawn = uniform_hash(xp, (part.seed,), box, whole)
-        return (drawn >= self.dropout).astype(dtype) * (1.0 / (1.0 - self.dropout))
+        return kept_factors(xp, self.dropout, (part.seed,), box, whole, dtype)
 
     def contraction(self, inputs):
         """The heads: the q/k/v projections' rows (and biases), `out_proj`'s columns and

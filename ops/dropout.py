@@ -53,6 +53,13 @@ def uniform_hash(xp, seeds, box, shape):
     return (h >> xp.uint32(8)).astype(xp.float32) * (1.0 / (1 << 24))
 
 
+def kept_factors(xp, rate: float, seeds, box, shape, dtype):
+    """Inverted dropout's factor of each element of `box` in a tensor of `shape`: 0 for a
+    dropped one, 1 / (1 - rate) for a kept one, in `dtype` (so that x * factor keeps x's), a
+    pure function of `seeds` and each element's global index (`uniform_hash`)."""
+    return (uniform_hash(xp, seeds, box, shape) >= rate).astype(dtype) * (1.0 / (1.0 - rate))
+
+
 @dataclass(frozen=True)
 class Dropout(Operator):
     rate: float
@@ -73,12 +80,11 @@ class Dropout(Operator):
         return [x if factors is None else x * factors], None
 
     def _factors(self, xp, part, dtype):
-        """Each element's factor (0, or 1 / (1 - rate) for the kept ones) in `dtype`, so that
-        y = x * factor keeps x's; None where nothing is dropped (inference, rate 0)."""
+        """This partition's `kept_factors`; None where nothing is dropped (inference, rate 0)."""
         if not part.training or self.rate == 0:
             return None
-        u = uniform_hash(xp, (self.seed, part.seed), part.out_box, part.in_shapes[0])
-        return (u >= self.rate).astype(dtype) * (1.0 / (1.0 - self.rate))
+        return kept_factors(xp, self.rate, (self.seed, part.seed), part.out_box,
+                            part.in_shapes[0], dtype)
 
     def kept_for_backward(self, inputs):
         """Nothing: backward draws the same factors again from the same seeds and box."""

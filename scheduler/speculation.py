@@ -11,8 +11,8 @@ whatever the number of processes.
 
 The other processes are forked from the searching one once it has simulated data parallelism,
 so they start with its simulator's caches, and score the initial candidates with it; each keeps
-its own caches from there. Where the
-fork start method does not exist (Windows), the search scores its proposals alone.
+its own caches from there. Where the fork start method does not exist (Windows), the search
+scores its proposals alone.
 """
 
 from __future__ import annotations
