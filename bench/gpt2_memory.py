@@ -23,19 +23,20 @@ memory from after its imports to the end of the step):
 
     python bench/gpt2_memory.py [--systems flexflow hf_eager ...] [--batch 2] [--threads 2]
 
-A step takes minutes on this machine's CPUs; each system runs once (memory, unlike
-time, does not vary with the host's load).
+A step takes minutes on this machine's CPUs; each system runs once (its peak moves by a few
+percent from run to run, far less than a time does).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
+import os
 import sys
 import time
 
 import memory
+from child_processes import end_groups_on_sigterm, run_child
 
 SYSTEMS = ("flexflow", "torch_twin", "hf_eager", "hf_sdpa", "hf_plain")
 SEQ, VOCAB, WIDTH, HEADS, LAYERS = 1024, 50257, 1024, 16, 24
@@ -122,13 +123,12 @@ def child(system: str, batch: int, steps: int, threads: int) -> dict:
     return figures
 
 
-def run_child(system: str, batch: int, steps: int, threads: int) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--child", system, "--batch", str(batch),
-                           "--steps", str(steps), "--threads", str(threads)],
-                          capture_output=True, text=True, check=False)
-    if done.returncode:
-        raise RuntimeError(f"{system} failed:\n{done.stderr[-3000:]}")
-    return json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][-1])
+def measured(system: str, batch: int, steps: int, threads: int) -> dict:
+    """The figures of `system`'s child process (`child_processes.run_child`: nothing it starts
+    outlives it)."""
+    output = run_child([sys.executable, __file__, "--child", system, "--batch", str(batch),
+                        "--steps", str(steps), "--threads", str(threads)], dict(os.environ))
+    return json.loads([line for line in output.splitlines() if line.startswith("{")][-1])
 
 
 def report(system: str, figures: dict, seconds: float) -> None:
@@ -153,12 +153,13 @@ def main():
         print(json.dumps(child(args.child, args.batch, args.steps, args.threads)))
         return
     from host_load import StealMeter, describe
+    end_groups_on_sigterm()
     print(f"GPT-2 medium, {args.steps} Adam training steps of {args.batch} x {SEQ} tokens on one "
           f"device", flush=True)
     steal = StealMeter()
     for system in args.systems:
         started = time.perf_counter()
-        report(system, run_child(system, args.batch, args.steps, args.threads),
+        report(system, measured(system, args.batch, args.steps, args.threads),
                time.perf_counter() - started)
     print(f"({describe(steal.read())})")
 
