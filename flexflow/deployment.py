@@ -117,7 +117,9 @@ def plan_options(config: FFConfig, first: bool = True, graph_checks: Checks | No
                            enable_recomputation=config.enable_recomputation,
                            enable_weight_sharding=config.enable_weight_sharding,
                            enable_pipeline_parallel=config.enable_pipeline_parallel,
-                           processes=config.search_processes)
+                           processes=config.search_processes,
+                           contraction_splits=not config.export_strategy_file
+                           or strategy_file.is_json(config.export_strategy_file))
     version, machine_file = ((config.machine_model_version, config.machine_model_file)
                              if first else (0, ""))
     return PlanOptions(search, version, machine_file, config.device_memory_mb << 20,

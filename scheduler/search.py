@@ -75,6 +75,9 @@ class SearchOptions:
     enable_weight_sharding: bool = False  # proposals may shard a layer's weights (ZeRO-3)
     enable_pipeline_parallel: bool = False  # pipelines among the candidates; proposals may
     #                                         give a layer its neighbour's configuration
+    contraction_splits: bool = True  # with parameter parallelism, Megatron's splits (contraction,
+    #   replicas) among the proposals and candidates; off where the best strategy is exported to
+    #   FlexFlow's text format, which cannot hold them
 
     def kinds(self) -> set[DimKind]:
         kinds = set()
@@ -106,6 +109,7 @@ class SearchSpace:
         self.recomputation = options.enable_recomputation
         self.sharding = options.enable_weight_sharding
         self.pipelines = options.enable_pipeline_parallel
+        self.contraction_splits = options.contraction_splits
         self._degrees: dict[int, list[tuple[int, ...]]] = {}
         self._summed: dict[int, int] = {}  # layer -> size of the dim it may sum over split (0)
 
@@ -201,8 +205,8 @@ class SearchSpace:
 
     def contraction_counts(self, layer: Layer, parts: int) -> list[int]:
         """The counts above 1 the layer may split the dim it sums over into, beside `parts`
-        parts of its output (none without parameter parallelism)."""
-        if DimKind.PARAMETER not in self.kinds:
+        parts of its output (none without parameter parallelism or contraction splits)."""
+        if DimKind.PARAMETER not in self.kinds or not self.contraction_splits:
             return []
         return [c for c in range(2, self.num_devices // parts + 1) if self._contracts(layer, c)]
 
@@ -264,9 +268,10 @@ def initial_candidates(graph: Graph, num_devices: int, options: SearchOptions,
     when parameter parallelism is allowed the "one weird trick", when recomputation is
     allowed data parallelism recomputing every layer, when weight sharding is allowed data
     parallelism sharding every weighted layer's weights (and recomputing every layer, where
-    that is allowed too), and when pipelines are allowed the pipelines of
-    `pipelines.pipeline_candidates`: what fits where data parallelism does not, if anything of
-    these shapes does."""
+    that is allowed too), when pipelines are allowed the pipelines of
+    `pipelines.pipeline_candidates` (what fits where data parallelism does not, if anything of
+    these shapes does), and with parameter parallelism and contraction splits Megatron's
+    layouts (`tensor_parallel.megatron_candidates`)."""
     candidates = {"data parallel": data_parallel_strategy(graph, num_devices)}
     if imported is not None:
         candidates["imported"] = dict(imported)
@@ -285,7 +290,7 @@ def initial_candidates(graph: Graph, num_devices: int, options: SearchOptions,
             for name, config in candidates["data parallel"].items()}
     if options.enable_pipeline_parallel:
         candidates.update(pipeline_candidates(graph, num_devices, options.enable_recomputation))
-    if options.enable_parameter_parallel:
+    if options.enable_parameter_parallel and options.contraction_splits:
         candidates.update(megatron_candidates(graph, num_devices))
     return candidates
 

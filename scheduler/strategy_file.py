@@ -165,7 +165,7 @@ def save(strategy: dict[str, ParallelConfig], path: str) -> None:
     """JSON when the file name ends in .json, FlexFlow's text format otherwise (which warns
     where the strategy recomputes layers, shards their weights or runs 1F1B's schedule: the
     format cannot say so)."""
-    if str(path).endswith(".json"):
+    if is_json(path):
         Path(path).write_text(dumps_json(strategy))
         return
     for what, field in (("recomputation", "recompute"), ("weight sharding", "shard_weights"),
@@ -176,6 +176,12 @@ def save(strategy: dict[str, ParallelConfig], path: str) -> None:
                           f"{', '.join(named)} are written without it (a .json file keeps "
                           f"it)", stacklevel=2)
     Path(path).write_text(dumps_text(strategy))
+
+
+def is_json(path: str) -> bool:
+    """Whether `save` writes `path` as JSON, which holds every configuration (the text format
+    refuses contraction splits and replicas)."""
+    return str(path).endswith(".json")
 
 
 def read(path: str) -> dict[str, ParallelConfig]:

@@ -110,6 +110,29 @@ def test_without_parameter_parallelism_nothing_is_contracted_and_no_coin_is_draw
                for config in space.configs(layer))
 
 
+def test_a_strategy_bound_for_flexflows_text_format_is_never_contracted():
+    """`--export` to FlexFlow's text format, which cannot hold contraction splits or replicas:
+    parameter parallelism then proposes neither, and no Megatron candidate; a .json export,
+    or none, keeps them."""
+    from flexflow.config import FFConfig
+    from flexflow.deployment import plan_options
+    simulator = simulator_of(MODELS["mlp"])
+    graph = simulator.graph
+    options = SearchOptions(1, enable_parameter_parallel=True, contraction_splits=False)
+    assert not any("megatron" in name for name in initial_candidates(graph, 4, options))
+    space = SearchSpace(graph, 4, options)
+    assert all(config.contraction == 1 for layer in graph.layers
+               for config in space.configs(layer))
+    assert any(config.degrees[-1] > 1 for config in space.configs(graph.layers[1]))
+
+    def splits(export):
+        argv = ["--enable-parameter-parallel", "--budget", "1"] + ["--export", export] * bool(
+            export)
+        return plan_options(FFConfig(argv=argv)).search.contraction_splits
+    assert (splits("best.txt"), splits("best"), splits("best.json"), splits("")) == (
+        False, False, True, True)
+
+
 def test_calibration_times_the_contraction_splits_the_proposals_may_give():
     simulator = simulator_of(MODELS["mlp"])
     space = SearchSpace(simulator.graph, 4, OPTIONS)
